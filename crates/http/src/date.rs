@@ -1,0 +1,77 @@
+//! The `Date` header value, formatted at most once a second. The caller passes the current
+//! Unix time in; this module only formats (with httpdate) and remembers the last second.
+
+use std::time::{Duration, UNIX_EPOCH};
+
+/// IMF-fixdate is always 29 bytes: `Sun, 06 Nov 1994 08:49:37 GMT`.
+pub const DATE_LEN: usize = 29;
+
+#[derive(Clone, Debug)]
+pub struct DateCache {
+    second: u64,
+    value: [u8; DATE_LEN],
+}
+
+impl DateCache {
+    pub fn new(unix_secs: u64) -> DateCache {
+        let mut d = DateCache {
+            second: u64::MAX,
+            value: [b' '; DATE_LEN],
+        };
+        d.update(unix_secs);
+        d
+    }
+
+    /// Reformat if the second changed. Returns whether it did.
+    pub fn update(&mut self, unix_secs: u64) -> bool {
+        if unix_secs == self.second {
+            return false;
+        }
+        self.second = unix_secs;
+        let s = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(unix_secs));
+        self.value.copy_from_slice(&s.as_bytes()[..DATE_LEN]);
+        true
+    }
+
+    pub fn get(&self) -> &[u8; DATE_LEN] {
+        &self.value
+    }
+
+    pub fn second(&self) -> u64 {
+        self.second
+    }
+}
+
+/// Format Unix seconds as an HTTP-date (for Last-Modified).
+pub fn fmt(unix_secs: u64) -> String {
+    httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(unix_secs))
+}
+
+/// Parse an HTTP-date (any of the three RFC 9110 forms) into Unix seconds.
+pub fn parse(value: &[u8]) -> Option<u64> {
+    let s = std::str::from_utf8(value).ok()?;
+    let t = httpdate::parse_http_date(s.trim()).ok()?;
+    t.duration_since(UNIX_EPOCH).ok().map(|d| d.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_imf_fixdate_and_caches_per_second() {
+        let mut d = DateCache::new(784111777);
+        assert_eq!(d.get(), b"Sun, 06 Nov 1994 08:49:37 GMT");
+        assert!(!d.update(784111777));
+        assert!(d.update(784111778));
+        assert_eq!(d.get(), b"Sun, 06 Nov 1994 08:49:38 GMT");
+    }
+
+    #[test]
+    fn parses_all_three_forms() {
+        assert_eq!(parse(b"Sun, 06 Nov 1994 08:49:37 GMT"), Some(784111777));
+        assert_eq!(parse(b"Sunday, 06-Nov-94 08:49:37 GMT"), Some(784111777));
+        assert_eq!(parse(b"Sun Nov  6 08:49:37 1994"), Some(784111777));
+        assert_eq!(parse(b"yesterday"), None);
+    }
+}
