@@ -1,1 +1,164 @@
-fn main(){}
+//! The `gearshift` command: one binary, subcommands per job. `serve` runs the server; later
+//! issues add `load`, `ctl`, `sim` and `lab`. Configuration precedence is
+//! command line > environment (clap's `env`) > TOML file > built-in defaults.
+
+use clap::{Args, Parser, Subcommand};
+use gearshift_server::accesslog::LogFormat;
+use gearshift_server::config::Config;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "gearshift",
+    version,
+    about = "An HTTP/1.1 server whose concurrency architecture is a choice"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve a directory over HTTP/1.1 (default: the current directory on 127.0.0.1:8080).
+    Serve(ServeArgs),
+}
+
+#[derive(Args, Clone)]
+struct ServeArgs {
+    /// Directory to serve.
+    #[arg(env = "GEARSHIFT_ROOT")]
+    dir: Option<PathBuf>,
+    /// Address to listen on, IP:PORT (port 0 picks a free port).
+    #[arg(long, env = "GEARSHIFT_LISTEN")]
+    listen: Option<String>,
+    /// Concurrency architecture.
+    #[arg(long, env = "GEARSHIFT_ENGINE")]
+    engine: Option<String>,
+    /// Workers (event loops); 0 = one per core.
+    #[arg(long, env = "GEARSHIFT_WORKERS")]
+    workers: Option<usize>,
+    /// TOML configuration file.
+    #[arg(long, env = "GEARSHIFT_CONFIG")]
+    config: Option<PathBuf>,
+    /// Validate the configuration and exit.
+    #[arg(long)]
+    check_config: bool,
+    /// Access log: off, stdout or a file path.
+    #[arg(long, env = "GEARSHIFT_ACCESS_LOG")]
+    access_log: Option<String>,
+    /// Access log format.
+    #[arg(long, env = "GEARSHIFT_LOG_FORMAT", value_parser = parse_format)]
+    log_format: Option<LogFormat>,
+    /// List directories that have no index file.
+    #[arg(long)]
+    listing: bool,
+    /// Serve dotfiles.
+    #[arg(long)]
+    hidden: bool,
+    /// Cache-Control header value for files.
+    #[arg(long, env = "GEARSHIFT_CACHE_CONTROL")]
+    cache_control: Option<String>,
+    /// Disable the in-memory object cache.
+    #[arg(long)]
+    no_cache: bool,
+}
+
+fn parse_format(s: &str) -> Result<LogFormat, String> {
+    match s {
+        "common" => Ok(LogFormat::Common),
+        "combined" => Ok(LogFormat::Combined),
+        "json" => Ok(LogFormat::Json),
+        _ => Err(format!("'{s}' is not one of common, combined, json")),
+    }
+}
+
+/// File (if any), then environment/command-line overrides.
+fn load_config(a: &ServeArgs) -> Result<Config, String> {
+    let mut c = match &a.config {
+        Some(path) => Config::from_file(path)?,
+        None => Config::default(),
+    };
+    if let Some(d) = &a.dir {
+        c.root = d.clone();
+    }
+    if let Some(v) = &a.listen {
+        c.listen = v.clone();
+    }
+    if let Some(v) = &a.engine {
+        c.engine = v.clone();
+    }
+    if let Some(v) = a.workers {
+        c.workers = v;
+    }
+    if let Some(v) = &a.access_log {
+        c.log.access = v.clone();
+    }
+    if let Some(v) = a.log_format {
+        c.log.format = v;
+    }
+    if let Some(v) = &a.cache_control {
+        c.static_files.cache_control = v.clone();
+    }
+    c.static_files.listing |= a.listing;
+    c.static_files.hidden |= a.hidden;
+    if a.no_cache {
+        c.cache.enabled = false;
+    }
+    // Absolute root, so the banner and reloads do not depend on the working directory.
+    if let Ok(abs) = std::fs::canonicalize(&c.root) {
+        c.root = abs;
+    }
+    Ok(c)
+}
+
+fn serve(args: ServeArgs) -> Result<(), String> {
+    let config = load_config(&args)?;
+    if args.check_config {
+        config.validate()?;
+        gearshift_server::bind(config.listen_addr()?).map(drop)?;
+        println!("configuration ok");
+        return Ok(());
+    }
+    init_tracing(&config.log.level);
+    let root = config.root.clone();
+    let reload_args = args.clone();
+    gearshift_server::serve(config, Box::new(move || load_config(&reload_args)), |s| {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(
+            out,
+            "gearshift: serving {} on http://{}/ (engine {}, {} workers)",
+            root.display(),
+            s.addr,
+            s.engine,
+            s.workers
+        );
+        let _ = out.flush();
+    })
+}
+
+fn init_tracing(level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("GEARSHIFT_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve(args) => serve(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("gearshift: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

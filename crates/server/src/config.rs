@@ -1,0 +1,316 @@
+//! Configuration: one TOML file holding every option, overridden by environment variables,
+//! overridden by the command line (the CLI crate does that merge). Validation produces one
+//! clear line naming the problem, so `--check-config` and a bad start fail the same way.
+
+use crate::accesslog::LogFormat;
+use crate::defaults;
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+/// The whole configuration. Unknown keys are errors (`deny_unknown_fields`).
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Document root.
+    pub root: PathBuf,
+    /// Listening address `IP:PORT` (port 0 picks a free one).
+    pub listen: String,
+    /// Concurrency architecture; see `engine::NAMES`.
+    pub engine: String,
+    /// Event loops (or processes) of the engine; 0 = one per core.
+    pub workers: usize,
+    /// Drain time on SIGTERM/SIGINT, ms.
+    pub shutdown_timeout_ms: u64,
+    pub http: HttpConfig,
+    #[serde(rename = "static")]
+    pub static_files: StaticConfig,
+    pub cache: CacheConfig,
+    pub log: LogConfig,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpConfig {
+    pub max_request_line: usize,
+    pub max_head: usize,
+    pub max_headers: usize,
+    pub max_body: u64,
+    pub header_timeout_ms: u64,
+    pub body_timeout_ms: u64,
+    pub keepalive_timeout_ms: u64,
+    pub send_timeout_ms: u64,
+    /// Requests per keep-alive connection before it is closed.
+    pub keepalive_requests: u64,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct StaticConfig {
+    /// Index file names tried, in order, for a directory.
+    pub index: Vec<String>,
+    /// Generate an HTML listing for directories without an index file.
+    pub listing: bool,
+    /// Serve dotfiles (`.git`, `.env`...). `.well-known` is always served.
+    pub hidden: bool,
+    /// Follow symlinks that lead outside the root.
+    pub symlinks_outside_root: bool,
+    /// Serve `.br` / `.gz` siblings to clients that accept them.
+    pub precompressed: bool,
+    /// Cache-Control value sent with files (empty: none).
+    pub cache_control: String,
+    /// Most ranges honoured in one request.
+    pub max_ranges: usize,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct CacheConfig {
+    pub enabled: bool,
+    pub max_bytes: u64,
+    pub max_entries: usize,
+    /// Largest file kept in memory; larger files keep only an open descriptor.
+    pub max_file_size: u64,
+    pub revalidate_ms: u64,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    /// `off`, `stdout` or a file path.
+    pub access: String,
+    pub format: LogFormat,
+    /// Diagnostics filter for tracing (`error`, `warn`, `info`, `debug`, `trace`).
+    pub level: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            root: PathBuf::from("."),
+            listen: defaults::LISTEN.to_string(),
+            engine: "event".to_string(),
+            workers: 0,
+            shutdown_timeout_ms: defaults::SHUTDOWN_TIMEOUT_MS,
+            http: HttpConfig::default(),
+            static_files: StaticConfig::default(),
+            cache: CacheConfig::default(),
+            log: LogConfig::default(),
+        }
+    }
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        let l = defaults::Limits::default();
+        let t = defaults::Timeouts::default();
+        HttpConfig {
+            max_request_line: l.max_request_line,
+            max_head: l.max_head,
+            max_headers: l.max_headers,
+            max_body: l.max_body,
+            header_timeout_ms: t.header_ms,
+            body_timeout_ms: t.body_ms,
+            keepalive_timeout_ms: t.keepalive_ms,
+            send_timeout_ms: t.send_ms,
+            keepalive_requests: defaults::KEEPALIVE_REQUESTS,
+        }
+    }
+}
+
+impl Default for StaticConfig {
+    fn default() -> Self {
+        StaticConfig {
+            index: defaults::INDEX.iter().map(|s| s.to_string()).collect(),
+            listing: false,
+            hidden: false,
+            symlinks_outside_root: false,
+            precompressed: true,
+            cache_control: String::new(),
+            max_ranges: defaults::MAX_RANGES,
+        }
+    }
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig {
+            enabled: true,
+            max_bytes: defaults::CACHE_MAX_BYTES,
+            max_entries: defaults::CACHE_MAX_ENTRIES,
+            max_file_size: defaults::CACHE_MAX_FILE,
+            revalidate_ms: defaults::CACHE_REVALIDATE_MS,
+        }
+    }
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            access: "stdout".to_string(),
+            format: LogFormat::Common,
+            level: "info".to_string(),
+        }
+    }
+}
+
+impl HttpConfig {
+    pub fn limits(&self) -> defaults::Limits {
+        defaults::Limits {
+            max_request_line: self.max_request_line,
+            max_head: self.max_head,
+            max_headers: self.max_headers,
+            max_body: self.max_body,
+        }
+    }
+    pub fn timeouts(&self) -> defaults::Timeouts {
+        defaults::Timeouts {
+            header_ms: self.header_timeout_ms,
+            body_ms: self.body_timeout_ms,
+            keepalive_ms: self.keepalive_timeout_ms,
+            send_ms: self.send_timeout_ms,
+        }
+    }
+}
+
+impl Config {
+    /// Parse a TOML file. Errors are one line: `FILE: line L, column C: message`.
+    pub fn from_file(path: &Path) -> Result<Config, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read config {}: {e}", path.display()))?;
+        Config::from_toml(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    pub fn from_toml(text: &str) -> Result<Config, String> {
+        toml::from_str(text).map_err(|e: toml::de::Error| {
+            let msg = e.message().replace('\n', " ");
+            match e.span() {
+                Some(span) => {
+                    let line = text[..span.start].matches('\n').count() + 1;
+                    format!("line {line}: {msg}")
+                }
+                None => msg,
+            }
+        })
+    }
+
+    /// Check every value; the error is one line naming the option.
+    pub fn validate(&self) -> Result<(), String> {
+        self.listen_addr()?;
+        if !crate::engine::NAMES.contains(&self.engine.as_str()) {
+            return Err(format!(
+                "engine: unknown engine '{}' (known: {})",
+                self.engine,
+                crate::engine::NAMES.join(", ")
+            ));
+        }
+        match std::fs::metadata(&self.root) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Err(format!("root: {} is not a directory", self.root.display())),
+            Err(e) => return Err(format!("root: {}: {e}", self.root.display())),
+        }
+        let h = &self.http;
+        positive("http.max_request_line", h.max_request_line as u64)?;
+        positive("http.max_head", h.max_head as u64)?;
+        positive("http.max_headers", h.max_headers as u64)?;
+        positive("http.header_timeout_ms", h.header_timeout_ms)?;
+        positive("http.body_timeout_ms", h.body_timeout_ms)?;
+        positive("http.send_timeout_ms", h.send_timeout_ms)?;
+        positive("http.keepalive_requests", h.keepalive_requests)?;
+        if h.max_head > 1024 * 1024 {
+            return Err("http.max_head: at most 1 MiB".into());
+        }
+        if h.max_request_line > h.max_head {
+            return Err("http.max_request_line: must not exceed http.max_head".into());
+        }
+        positive("static.max_ranges", self.static_files.max_ranges as u64)?;
+        for name in &self.static_files.index {
+            if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+                return Err(format!("static.index: '{name}' is not a file name"));
+            }
+        }
+        let cc = &self.static_files.cache_control;
+        if cc.bytes().any(|b| b < 0x20 && b != b'\t' || b == 0x7f) {
+            return Err("static.cache_control: control characters are not allowed".into());
+        }
+        if self.cache.enabled {
+            positive("cache.revalidate_ms", self.cache.revalidate_ms)?;
+        }
+        if self.log.access.is_empty() {
+            return Err("log.access: use 'off', 'stdout' or a file path".into());
+        }
+        Ok(())
+    }
+
+    pub fn listen_addr(&self) -> Result<SocketAddr, String> {
+        self.listen
+            .parse()
+            .map_err(|_| format!("listen: '{}' is not IP:PORT", self.listen))
+    }
+
+    /// Workers to start: `workers`, or one per core when 0.
+    pub fn worker_count(&self) -> usize {
+        if self.workers > 0 {
+            self.workers
+        } else {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        }
+    }
+}
+
+fn positive(name: &str, v: u64) -> Result<(), String> {
+    if v == 0 {
+        Err(format!("{name}: must be greater than 0"))
+    } else {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_gives_defaults() {
+        assert_eq!(Config::from_toml("").unwrap(), Config::default());
+    }
+
+    #[test]
+    fn unknown_key_names_the_key_and_line() {
+        let e = Config::from_toml("root = \".\"\n[http]\nmax_heda = 5\n").unwrap_err();
+        assert!(e.contains("line 3") && e.contains("max_heda"), "{e}");
+    }
+
+    #[test]
+    fn bad_value_is_one_line() {
+        let e = Config::from_toml("workers = \"many\"\n").unwrap_err();
+        assert!(e.starts_with("line 1:") && !e.contains('\n'), "{e}");
+    }
+
+    #[test]
+    fn validate_names_the_option() {
+        let mut c = Config {
+            root: std::env::temp_dir(),
+            ..Config::default()
+        };
+        assert_eq!(c.validate(), Ok(()));
+        c.listen = "localhost".into();
+        assert!(c.validate().unwrap_err().starts_with("listen:"));
+        c.listen = "127.0.0.1:0".into();
+        c.engine = "warp".into();
+        assert!(c.validate().unwrap_err().starts_with("engine:"));
+        c.engine = "event".into();
+        c.root = "/definitely/not/here".into();
+        assert!(c.validate().unwrap_err().starts_with("root:"));
+        c.root = std::env::temp_dir();
+        c.http.max_head = 0;
+        assert!(c.validate().unwrap_err().starts_with("http.max_head"));
+    }
+
+    #[test]
+    fn every_option_round_trips_through_toml() {
+        let c = Config::default();
+        let text = toml::to_string(&c).unwrap();
+        assert_eq!(Config::from_toml(&text).unwrap(), c);
+    }
+}

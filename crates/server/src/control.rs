@@ -1,0 +1,169 @@
+//! How a running server is told to reload, reopen logs or stop, and how every engine sees
+//! it. Signals only set flags and write a byte to a self-pipe (async-signal-safe, via
+//! signal-hook), so the master's loop can wait on the pipe with a timeout and stay
+//! single-threaded (engines that fork require that). `Shared` is what workers of any engine
+//! read: the current `Service`, the drain flag, and wakers to interrupt their waits.
+
+use crate::service::Service;
+use arc_swap::ArcSwap;
+use rustix::event::{poll, PollFd, PollFlags};
+use rustix::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// What the master was asked to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Request {
+    Reload,
+    ReopenLogs,
+    Shutdown,
+}
+
+/// Signal flags plus the self-pipe that wakes the master.
+pub struct Control {
+    pipe_r: OwnedFd,
+    pipe_w: OwnedFd,
+    reload: Arc<AtomicBool>,
+    reopen: Arc<AtomicBool>,
+    shutdown: Arc<AtomicBool>,
+}
+
+impl Control {
+    /// A control with no signal attached (tests, embedding).
+    pub fn new() -> std::io::Result<Control> {
+        let (pipe_r, pipe_w) = rustix::pipe::pipe_with(
+            rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK,
+        )?;
+        Ok(Control {
+            pipe_r,
+            pipe_w,
+            reload: Arc::default(),
+            reopen: Arc::default(),
+            shutdown: Arc::default(),
+        })
+    }
+
+    /// SIGHUP reloads, SIGUSR1 reopens logs, SIGTERM/SIGINT drain and stop. SIGPIPE is
+    /// ignored (writes use MSG_NOSIGNAL anyway; sendfile does not take it).
+    pub fn install_signals() -> std::io::Result<Control> {
+        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
+        let c = Control::new()?;
+        let pairs = [
+            (SIGHUP, &c.reload),
+            (SIGUSR1, &c.reopen),
+            (SIGTERM, &c.shutdown),
+            (SIGINT, &c.shutdown),
+        ];
+        for (sig, flag) in pairs {
+            signal_hook::flag::register(sig, Arc::clone(flag))?;
+            signal_hook::low_level::pipe::register(sig, c.pipe_w.try_clone()?)?;
+        }
+        // SAFETY: setting SIGPIPE to SIG_IGN has no preconditions.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+        }
+        Ok(c)
+    }
+
+    /// Ask as a signal would (used by tests and the admin interface).
+    pub fn request(&self, r: Request) {
+        let flag = match r {
+            Request::Reload => &self.reload,
+            Request::ReopenLogs => &self.reopen,
+            Request::Shutdown => &self.shutdown,
+        };
+        flag.store(true, Ordering::SeqCst);
+        let _ = rustix::io::write(&self.pipe_w, &[1]);
+    }
+
+    /// Wait up to `timeout_ms` for a request. Shutdown takes precedence.
+    pub fn wait(&self, timeout_ms: i32) -> Option<Request> {
+        if let Some(r) = self.take() {
+            return Some(r);
+        }
+        let mut fds = [PollFd::new(&self.pipe_r, PollFlags::IN)];
+        let _ = poll(&mut fds, timeout_ms);
+        let mut sink = [0u8; 64];
+        while matches!(rustix::io::read(&self.pipe_r, &mut sink), Ok(n) if n > 0) {}
+        self.take()
+    }
+
+    fn take(&self) -> Option<Request> {
+        if self.shutdown.swap(false, Ordering::SeqCst) {
+            Some(Request::Shutdown)
+        } else if self.reload.swap(false, Ordering::SeqCst) {
+            Some(Request::Reload)
+        } else if self.reopen.swap(false, Ordering::SeqCst) {
+            Some(Request::ReopenLogs)
+        } else {
+            None
+        }
+    }
+}
+
+/// State every worker of every engine reads.
+pub struct Shared {
+    pub service: ArcSwap<Service>,
+    pub draining: AtomicBool,
+    /// Monotonic ms after which draining workers close what is left.
+    pub drain_deadline_ms: AtomicU64,
+    epoch: Instant,
+    wakers: Mutex<Vec<Arc<OwnedFd>>>,
+}
+
+impl Shared {
+    pub fn new(service: Service) -> Shared {
+        Shared {
+            service: ArcSwap::from_pointee(service),
+            draining: AtomicBool::new(false),
+            drain_deadline_ms: AtomicU64::new(u64::MAX),
+            epoch: Instant::now(),
+            wakers: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Monotonic milliseconds since the server started.
+    pub fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    /// Register an eventfd that `wake` will signal.
+    pub fn add_waker(&self, fd: Arc<OwnedFd>) {
+        self.wakers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(fd);
+    }
+
+    pub fn wake(&self) {
+        for fd in self.wakers.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            let _ = rustix::io::write(fd.as_fd(), &1u64.to_ne_bytes());
+        }
+    }
+
+    /// Begin a graceful stop: no new connections, responses close their connections,
+    /// leftovers closed after `timeout_ms`.
+    pub fn start_drain(&self, timeout_ms: u64) {
+        self.drain_deadline_ms
+            .store(self.now_ms() + timeout_ms, Ordering::SeqCst);
+        self.draining.store(true, Ordering::SeqCst);
+        self.wake();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_arrive_with_shutdown_first() {
+        let c = Control::new().unwrap();
+        assert_eq!(c.wait(0), None);
+        c.request(Request::ReopenLogs);
+        c.request(Request::Shutdown);
+        assert_eq!(c.wait(1000), Some(Request::Shutdown));
+        assert_eq!(c.wait(1000), Some(Request::ReopenLogs));
+        assert_eq!(c.wait(0), None);
+    }
+}

@@ -1,0 +1,47 @@
+//! Every default gearshift takes from a paper or a peer, in one place, each with its source.
+//! Protocol limits and timeouts live in `gearshift_http::limits` (sans-IO crate) and are
+//! re-exported here so this file stays the single index of defaults.
+
+pub use gearshift_http::limits::{Limits, Timeouts};
+
+/// `gearshift serve` with no arguments listens here, like `python3 -m http.server`
+/// (which binds 0.0.0.0:8000); we bind loopback only so a bare start exposes nothing.
+pub const LISTEN: &str = "127.0.0.1:8080";
+
+/// Index files tried for a directory. nginx `index index.html`.
+pub const INDEX: &[&str] = &["index.html"];
+
+/// Accept backlog. nginx `listen ... backlog=511` on Linux (NGX_LISTEN_BACKLOG).
+pub const BACKLOG: i32 = 511;
+
+/// Most ranges honoured in one request before serving 200. Apache `MaxRanges 200`.
+pub const MAX_RANGES: usize = 200;
+
+/// Requests served on one keep-alive connection. nginx `keepalive_requests 1000`.
+pub const KEEPALIVE_REQUESTS: u64 = 1000;
+
+/// Object cache (paper 002's data cache): total bytes held in memory.
+pub const CACHE_MAX_BYTES: u64 = 64 * 1024 * 1024;
+/// Object cache: entries (also bounds cached open descriptors of large files).
+/// nginx examples use `open_file_cache max=1000`; we allow more, entries are small.
+pub const CACHE_MAX_ENTRIES: usize = 10_000;
+/// Files up to this size are held in memory with their headers; larger ones are sent with
+/// sendfile from a cached descriptor. Paper 002 caches "small" objects; SPECweb99's file
+/// classes top out at 900 KiB; we keep bodies that fit a few TCP segments' worth of writev.
+pub const CACHE_MAX_FILE: u64 = 256 * 1024;
+/// Revalidate a cached entry with stat at most this often. nginx `open_file_cache_valid 60s`
+/// is far laxer; issue 3 asks for at most once a second.
+pub const CACHE_REVALIDATE_MS: u64 = 1000;
+
+/// Drain period on SIGTERM/SIGINT before remaining connections are closed.
+/// nginx has no limit by default (`worker_shutdown_timeout` unset); Apache's graceful-stop
+/// `GracefulShutdownTimeout` defaults to 0 (none). We bound it: 10 s.
+pub const SHUTDOWN_TIMEOUT_MS: u64 = 10_000;
+
+/// Per-read buffer of an event-loop worker (shared by all its connections; idle connections
+/// hold none). nginx `client_header_buffer_size 1k` grows to 8k; one 64 KiB scratch per worker
+/// reads a pipelined burst in one call.
+pub const READ_BUF: usize = 64 * 1024;
+
+/// Server header value.
+pub const SERVER: &str = "gearshift";

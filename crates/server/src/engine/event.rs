@@ -1,0 +1,487 @@
+//! The event-loop engine (nginx-like): N worker threads, each with its own epoll instance,
+//! all accepting from one shared listener registered with EPOLLEXCLUSIVE (one listener
+//! means a port in use is detected at bind and nothing is reset when workers change).
+//! Connections are edge-triggered for read and write; a short read means the socket is
+//! drained, so a keep-alive request costs one read and one sendmsg, and epoll_wait is
+//! amortised over every ready connection. Idle connections hold no buffers.
+
+use crate::control::{Control, Request, Shared};
+use crate::defaults::READ_BUF;
+use crate::output::{Batch, Flushed};
+use crate::service::Service;
+use crate::session::{Session, Stop, WorkerCtx};
+use gearshift_http::Phase;
+use rustix::event::epoll::{self, EventData, EventFlags, EventVec};
+use rustix::fd::{AsFd, AsRawFd, OwnedFd};
+use rustix::io::Errno;
+use rustix::net::{SocketAddrAny, SocketFlags};
+use slab::Slab;
+use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+const LISTENER: u64 = u64::MAX;
+const WAKER: u64 = u64::MAX - 1;
+/// epoll_wait timeout: the timer sweep's granularity.
+const TICK_MS: i32 = 100;
+/// How long a closing connection is drained after shutdown(SHUT_WR) so the client reads
+/// the final answer instead of a reset. nginx lingering_timeout 5s; we wait 2 s.
+const LINGER_MS: u64 = 2000;
+
+pub struct EventEngine {
+    workers: usize,
+}
+
+impl EventEngine {
+    pub fn new(workers: usize) -> EventEngine {
+        EventEngine {
+            workers: workers.max(1),
+        }
+    }
+}
+
+impl super::Engine for EventEngine {
+    fn name(&self) -> &'static str {
+        "event"
+    }
+
+    fn workers(&self) -> usize {
+        self.workers
+    }
+
+    fn run(
+        self: Box<Self>,
+        listener: TcpListener,
+        shared: Arc<Shared>,
+        control: &Control,
+        on_control: &mut dyn FnMut(Request, &Shared),
+    ) -> std::io::Result<()> {
+        listener.set_nonblocking(true)?;
+        let listener = Arc::new(listener);
+        let mut threads = Vec::new();
+        for id in 0..self.workers {
+            let mut w = Worker::new(id, listener.clone(), shared.clone())?;
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("event-{id}"))
+                    .spawn(move || w.run())?,
+            );
+        }
+        loop {
+            match control.wait(1000) {
+                Some(Request::Shutdown) => {
+                    on_control(Request::Shutdown, &shared);
+                    break;
+                }
+                Some(r) => on_control(r, &shared),
+                None => {}
+            }
+            if threads.iter().all(|t| t.is_finished()) {
+                break;
+            }
+        }
+        for t in threads {
+            let _ = t.join();
+        }
+        Ok(())
+    }
+}
+
+struct Connection {
+    fd: OwnedFd,
+    session: Session,
+    pending: Batch,
+    /// Reading was stopped by back-pressure; resume when output drains.
+    read_stalled: bool,
+    /// Half-closed after the final answer; draining input until EOF or the deadline.
+    lingering: bool,
+    /// Deadline of the current write (last progress + send timeout) or of lingering.
+    deadline_ms: u64,
+}
+
+struct Worker {
+    id: usize,
+    epoll: OwnedFd,
+    listener: Arc<TcpListener>,
+    waker: Arc<OwnedFd>,
+    shared: Arc<Shared>,
+    conns: Slab<Connection>,
+    buf: Vec<u8>,
+    batch: Batch,
+    w: WorkerCtx,
+    accepting: bool,
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+impl Worker {
+    fn new(id: usize, listener: Arc<TcpListener>, shared: Arc<Shared>) -> std::io::Result<Worker> {
+        let epoll = epoll::create(epoll::CreateFlags::CLOEXEC)?;
+        epoll::add(
+            &epoll,
+            listener.as_fd(),
+            EventData::new_u64(LISTENER),
+            EventFlags::IN | EventFlags::EXCLUSIVE,
+        )?;
+        let waker = Arc::new(rustix::event::eventfd(
+            0,
+            rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
+        )?);
+        epoll::add(
+            &epoll,
+            waker.as_fd(),
+            EventData::new_u64(WAKER),
+            EventFlags::IN,
+        )?;
+        shared.add_waker(waker.clone());
+        let w = WorkerCtx::new(shared.now_ms(), unix_now());
+        Ok(Worker {
+            id,
+            epoll,
+            listener,
+            waker,
+            shared,
+            conns: Slab::new(),
+            buf: vec![0; READ_BUF],
+            batch: Batch::default(),
+            w,
+            accepting: true,
+        })
+    }
+
+    fn run(&mut self) {
+        let mut events = EventVec::with_capacity(256);
+        let mut last_sweep = 0;
+        let mut last_flush = 0;
+        tracing::debug!(worker = self.id, "event loop started");
+        loop {
+            if let Err(e) = epoll::wait(&self.epoll, &mut events, TICK_MS) {
+                if e != Errno::INTR {
+                    tracing::error!(worker = self.id, "epoll_wait: {e}");
+                    break;
+                }
+            }
+            self.w.now_ms = self.shared.now_ms();
+            self.w.date.update(unix_now());
+            let svc = self.shared.service.load_full();
+            self.w.sync_log(&svc);
+            for ev in events.iter() {
+                match ev.data.u64() {
+                    LISTENER => self.accept(&svc),
+                    WAKER => {
+                        let mut b = [0u8; 8];
+                        let _ = rustix::io::read(self.waker.as_fd(), &mut b);
+                    }
+                    t => self.ready(t as usize, ev.flags, &svc),
+                }
+            }
+            if self.w.now_ms >= last_sweep + TICK_MS as u64 {
+                last_sweep = self.w.now_ms;
+                self.sweep(&svc);
+            }
+            if self.w.now_ms >= last_flush + 1000 {
+                last_flush = self.w.now_ms;
+                if let Some(log) = &mut self.w.log {
+                    log.flush();
+                }
+            }
+            if self.shared.draining.load(Ordering::SeqCst) && self.drain() {
+                break;
+            }
+        }
+        if let Some(log) = &mut self.w.log {
+            log.flush();
+        }
+        tracing::debug!(worker = self.id, "event loop stopped");
+    }
+
+    /// Stop accepting, close idle connections; true once nothing is left or time is up.
+    fn drain(&mut self) -> bool {
+        if self.accepting {
+            self.accepting = false;
+            self.w.draining = true;
+            let _ = epoll::delete(&self.epoll, self.listener.as_fd());
+        }
+        let idle: Vec<usize> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| {
+                !c.lingering
+                    && c.pending.is_empty()
+                    && c.session.inbuf.is_empty()
+                    && c.session.http.phase() == Phase::Idle
+            })
+            .map(|(k, _)| k)
+            .collect();
+        for k in idle {
+            self.close(k);
+        }
+        self.conns.is_empty()
+            || self.w.now_ms >= self.shared.drain_deadline_ms.load(Ordering::SeqCst)
+    }
+
+    fn accept(&mut self, svc: &Service) {
+        if !self.accepting {
+            return;
+        }
+        for _ in 0..64 {
+            let (fd, addr) = match rustix::net::acceptfrom_with(
+                self.listener.as_fd(),
+                SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
+            ) {
+                Ok(x) => x,
+                Err(Errno::INTR) | Err(Errno::CONNABORTED) => continue,
+                Err(Errno::AGAIN) => return,
+                Err(e) => {
+                    // EMFILE/ENFILE/ENOBUFS: leave the rest queued, retry next tick.
+                    tracing::warn!(worker = self.id, "accept: {e}");
+                    return;
+                }
+            };
+            let _ = rustix::net::sockopt::set_tcp_nodelay(&fd, true);
+            let peer = match addr {
+                Some(SocketAddrAny::V4(a)) => SocketAddr::V4(a),
+                Some(SocketAddrAny::V6(a)) => SocketAddr::V6(a),
+                _ => SocketAddr::from(([0, 0, 0, 0], 0)),
+            };
+            let entry = self.conns.vacant_entry();
+            let token = entry.key() as u64;
+            if epoll::add(
+                &self.epoll,
+                fd.as_fd(),
+                EventData::new_u64(token),
+                EventFlags::IN | EventFlags::OUT | EventFlags::RDHUP | EventFlags::ET,
+            )
+            .is_err()
+            {
+                continue;
+            }
+            entry.insert(Connection {
+                fd,
+                session: Session::new(svc, peer, self.w.now_ms),
+                pending: Batch::default(),
+                read_stalled: false,
+                lingering: false,
+                deadline_ms: 0,
+            });
+        }
+    }
+
+    fn ready(&mut self, k: usize, flags: EventFlags, svc: &Service) {
+        if !self.conns.contains(k) {
+            return;
+        }
+        if flags.contains(EventFlags::ERR) {
+            self.close(k);
+            return;
+        }
+        if flags.contains(EventFlags::OUT)
+            && !self.conns[k].pending.is_empty()
+            && !self.flush_pending(k)
+        {
+            return;
+        }
+        let c = &self.conns[k];
+        let readable = flags.intersects(EventFlags::IN | EventFlags::RDHUP | EventFlags::HUP);
+        if (readable || c.read_stalled) && c.pending.is_empty() {
+            self.read(k, svc);
+        }
+    }
+
+    /// Write a connection's pending output. Returns false if the connection was closed.
+    fn flush_pending(&mut self, k: usize) -> bool {
+        let c = &mut self.conns[k];
+        match c.pending.write(c.fd.as_fd()) {
+            Err(_) => {
+                self.close(k);
+                false
+            }
+            Ok((n, Flushed::Blocked)) => {
+                if n > 0 {
+                    c.deadline_ms = self.w.now_ms + c.session.send_timeout_ms;
+                }
+                true
+            }
+            Ok((_, Flushed::All)) => {
+                c.session.http.response_done(self.w.now_ms);
+                if c.session.close_after_write && !c.lingering {
+                    self.begin_close(k);
+                    return self.conns.contains(k);
+                }
+                true
+            }
+        }
+    }
+
+    fn read(&mut self, k: usize, svc: &Service) {
+        let c = &mut self.conns[k];
+        if c.lingering {
+            return self.linger_read(k);
+        }
+        c.read_stalled = false;
+        loop {
+            let c = &mut self.conns[k];
+            // Input: into the worker's shared buffer, unless a partial request is kept.
+            let (n, cap) = if c.session.inbuf.is_empty() {
+                match rustix::io::read(c.fd.as_fd(), &mut self.buf) {
+                    Ok(n) => (n, self.buf.len()),
+                    Err(Errno::INTR) => continue,
+                    Err(Errno::AGAIN) => return,
+                    Err(_) => return self.close(k),
+                }
+            } else {
+                let inbuf = &mut c.session.inbuf;
+                let len = inbuf.len();
+                inbuf.resize(len + 16 * 1024, 0);
+                let r = rustix::io::read(c.fd.as_fd(), &mut inbuf[len..]);
+                inbuf.truncate(len + *r.as_ref().unwrap_or(&0));
+                match r {
+                    Ok(n) => (n, 16 * 1024),
+                    Err(Errno::INTR) => continue,
+                    Err(Errno::AGAIN) => return,
+                    Err(_) => return self.close(k),
+                }
+            };
+            if n == 0 {
+                // EOF: the client is done; nothing more can be answered.
+                return self.close(k);
+            }
+            let stop = if c.session.inbuf.is_empty() {
+                let (used, stop) =
+                    c.session
+                        .process(&self.buf[..n], svc, &mut self.w, &mut self.batch);
+                if used < n {
+                    c.session.inbuf.extend_from_slice(&self.buf[used..n]);
+                }
+                stop
+            } else {
+                self.process_kept(k, svc)
+            };
+            if !self.write_batch(k) {
+                return;
+            }
+            let c = &mut self.conns[k];
+            match stop {
+                Stop::Close => {
+                    if c.pending.is_empty() {
+                        self.begin_close(k);
+                    }
+                    return;
+                }
+                Stop::OutputFull => {
+                    c.read_stalled = true;
+                    if c.pending.is_empty() {
+                        continue;
+                    }
+                    return;
+                }
+                Stop::NeedInput if !c.pending.is_empty() => {
+                    c.read_stalled = true;
+                    return;
+                }
+                Stop::NeedInput => {}
+            }
+            if n < cap {
+                return; // short read: the socket is drained (edge-triggered contract holds)
+            }
+        }
+    }
+
+    /// Process input kept in the connection's own buffer.
+    fn process_kept(&mut self, k: usize, svc: &Service) -> Stop {
+        let c = &mut self.conns[k];
+        let input = std::mem::take(&mut c.session.inbuf);
+        let (used, stop) = c.session.process(&input, svc, &mut self.w, &mut self.batch);
+        let mut input = input;
+        input.drain(..used);
+        if input.is_empty() {
+            input = Vec::new(); // idle connections hold no buffer
+        }
+        c.session.inbuf = input;
+        stop
+    }
+
+    /// Send the worker's batch for connection k; keep what the socket refused.
+    fn write_batch(&mut self, k: usize) -> bool {
+        if self.batch.is_empty() {
+            return true;
+        }
+        let c = &mut self.conns[k];
+        match self.batch.write(c.fd.as_fd()) {
+            Err(_) => {
+                self.batch.clear();
+                self.close(k);
+                false
+            }
+            Ok((_, Flushed::All)) => {
+                c.session.http.response_done(self.w.now_ms);
+                true
+            }
+            Ok((_, Flushed::Blocked)) => {
+                self.batch.move_into(&mut c.pending);
+                c.deadline_ms = self.w.now_ms + c.session.send_timeout_ms;
+                true
+            }
+        }
+    }
+
+    /// Half-close after the final answer and drain input, so the client reads the answer
+    /// instead of a reset caused by unread data.
+    fn begin_close(&mut self, k: usize) {
+        let c = &mut self.conns[k];
+        let _ = rustix::net::shutdown(&c.fd, rustix::net::Shutdown::Write);
+        c.lingering = true;
+        c.session.inbuf = Vec::new();
+        c.deadline_ms = self.w.now_ms + LINGER_MS;
+        self.linger_read(k);
+    }
+
+    fn linger_read(&mut self, k: usize) {
+        let fd = self.conns[k].fd.as_fd();
+        loop {
+            match rustix::io::read(fd, &mut self.buf) {
+                Ok(0) => return self.close(k),
+                Ok(_) | Err(Errno::INTR) => continue,
+                Err(Errno::AGAIN) => return,
+                Err(_) => return self.close(k),
+            }
+        }
+    }
+
+    fn close(&mut self, k: usize) {
+        if let Some(c) = self.conns.try_remove(k) {
+            let _ = epoll::delete(&self.epoll, c.fd.as_fd());
+            tracing::trace!(worker = self.id, fd = c.fd.as_raw_fd(), "close");
+        }
+    }
+
+    /// Apply deadlines: header/body/keep-alive read timeouts, send timeouts, lingering.
+    fn sweep(&mut self, _svc: &Service) {
+        let now = self.w.now_ms;
+        let mut expired = Vec::new();
+        for (k, c) in self.conns.iter() {
+            let deadline = if c.lingering || !c.pending.is_empty() {
+                c.deadline_ms
+            } else {
+                c.session.http.read_deadline()
+            };
+            if now >= deadline {
+                expired.push(k);
+            }
+        }
+        for k in expired {
+            let c = &mut self.conns[k];
+            if !c.lingering && c.pending.is_empty() && c.session.http.phase() == Phase::Head {
+                c.session.timeout_response(&self.w, &mut self.batch);
+                let _ = self.batch.write(c.fd.as_fd());
+                self.batch.clear();
+            }
+            self.close(k);
+        }
+    }
+}

@@ -1,0 +1,190 @@
+//! What one connection does with the bytes it receives, independent of how they were read:
+//! the sans-IO `Conn` yields request heads and body pieces, the `Service` answers heads into
+//! a `Batch`, and the access log records each exchange. Every engine (event loop, threads,
+//! processes, pipeline) drives connections through this same code, so they serve alike.
+
+use crate::accesslog::{self, Record};
+use crate::output::Batch;
+use crate::respond::{self, Ctx};
+use crate::service::Service;
+use gearshift_http::date::DateCache;
+use gearshift_http::{Conn, Event, Method, Version};
+use std::net::SocketAddr;
+
+/// Output queued beyond this stops request processing until the socket takes it
+/// (back-pressure against a client pipelining requests it never reads answers to).
+const MAX_QUEUED: u64 = 256 * 1024;
+
+/// Per-worker context shared by the sessions it drives.
+pub struct WorkerCtx {
+    pub now_ms: u64,
+    pub date: DateCache,
+    pub log: Option<accesslog::Buffer>,
+    /// Shutting down: every response closes its connection.
+    pub draining: bool,
+    pub requests: u64,
+}
+
+impl WorkerCtx {
+    pub fn new(now_ms: u64, unix_secs: u64) -> WorkerCtx {
+        WorkerCtx {
+            now_ms,
+            date: DateCache::new(unix_secs),
+            log: None,
+            draining: false,
+            requests: 0,
+        }
+    }
+
+    /// Keep the log buffer pointed at the current service's sink and format.
+    pub fn sync_log(&mut self, svc: &Service) {
+        match (&svc.log, &mut self.log) {
+            (None, log) => *log = None,
+            (Some(sink), Some(buf)) if buf.sink_is(sink) => buf.set_format(svc.log_format),
+            (Some(sink), log) => *log = Some(accesslog::Buffer::new(sink.clone(), svc.log_format)),
+        }
+    }
+}
+
+/// One connection's protocol state.
+pub struct Session {
+    pub http: Conn,
+    /// Send timeout of the service generation this connection started under.
+    pub send_timeout_ms: u64,
+    pub peer: SocketAddr,
+    /// Unparsed input kept between reads (a partial head, or requests held back by
+    /// back-pressure). Empty, with no allocation, for an idle connection.
+    pub inbuf: Vec<u8>,
+    /// The last queued response asks for the connection to close once written.
+    pub close_after_write: bool,
+}
+
+/// Why `process` stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// All complete input was handled; more is needed.
+    NeedInput,
+    /// Enough output is queued; call again once it is written.
+    OutputFull,
+    /// The connection must close after the queued output.
+    Close,
+}
+
+impl Session {
+    pub fn new(svc: &Service, peer: SocketAddr, now_ms: u64) -> Session {
+        Session {
+            http: Conn::new(svc.limits, svc.timeouts, now_ms),
+            send_timeout_ms: svc.timeouts.send_ms,
+            peer,
+            inbuf: Vec::new(),
+            close_after_write: false,
+        }
+    }
+
+    /// Handle the requests in `input`, appending answers to `out`. Returns the bytes consumed.
+    pub fn process(
+        &mut self,
+        input: &[u8],
+        svc: &Service,
+        w: &mut WorkerCtx,
+        out: &mut Batch,
+    ) -> (usize, Stop) {
+        let mut pos = 0;
+        loop {
+            if self.close_after_write {
+                return (pos, Stop::Close);
+            }
+            if out.remaining() > MAX_QUEUED {
+                return (pos, Stop::OutputFull);
+            }
+            let (n, ev) = self.http.poll(&input[pos..], w.now_ms);
+            pos += n;
+            match ev {
+                Event::NeedMore => return (pos, Stop::NeedInput),
+                Event::BodyData(_) | Event::BodyEnd => {}
+                Event::Head(head) => {
+                    let keep_alive = head.keep_alive
+                        && !w.draining
+                        && self.http.requests() < svc.config.http.keepalive_requests;
+                    if head.expect_continue && head.framing != gearshift_http::Framing::None {
+                        out.push_bytes(gearshift_http::response::CONTINUE);
+                    }
+                    let ctx = Ctx {
+                        now_ms: w.now_ms,
+                        date: w.date.get(),
+                        keep_alive,
+                        version: head.version,
+                        head_only: head.method == Method::Head,
+                    };
+                    let started = w.now_ms;
+                    let outcome = svc.handle(&head, &ctx, out);
+                    w.requests += 1;
+                    if let Some(log) = &mut w.log {
+                        log.log(&Record {
+                            remote: self.peer,
+                            time_unix: w.date.second(),
+                            method: head.method_raw,
+                            target: head.target,
+                            version: version_str(head.version),
+                            status: outcome.status,
+                            bytes: outcome.body_bytes,
+                            referer: head.header("referer"),
+                            user_agent: head.header("user-agent"),
+                            duration_us: w.now_ms.saturating_sub(started) * 1000,
+                        });
+                    }
+                    if !keep_alive {
+                        self.close_after_write = true;
+                    }
+                }
+                Event::Error(e) => {
+                    let ctx = Ctx {
+                        now_ms: w.now_ms,
+                        date: w.date.get(),
+                        keep_alive: false,
+                        version: Version::Http11,
+                        head_only: false,
+                    };
+                    let outcome = respond::error(out, &ctx, e.status(), &[]);
+                    w.requests += 1;
+                    if let Some(log) = &mut w.log {
+                        log.log(&Record {
+                            remote: self.peer,
+                            time_unix: w.date.second(),
+                            method: b"-",
+                            target: b"-",
+                            version: "-",
+                            status: outcome.status,
+                            bytes: outcome.body_bytes,
+                            referer: None,
+                            user_agent: None,
+                            duration_us: 0,
+                        });
+                    }
+                    self.close_after_write = true;
+                    return (pos, Stop::Close);
+                }
+            }
+        }
+    }
+
+    /// Answer a connection whose client was too slow sending a head (408), then close.
+    pub fn timeout_response(&mut self, w: &WorkerCtx, out: &mut Batch) {
+        let ctx = Ctx {
+            now_ms: w.now_ms,
+            date: w.date.get(),
+            keep_alive: false,
+            version: Version::Http11,
+            head_only: false,
+        };
+        respond::error(out, &ctx, 408, &[]);
+        self.close_after_write = true;
+    }
+}
+
+fn version_str(v: Version) -> &'static str {
+    match v {
+        Version::Http10 => "HTTP/1.0",
+        Version::Http11 => "HTTP/1.1",
+    }
+}
