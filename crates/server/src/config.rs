@@ -308,6 +308,15 @@ mod tests {
     }
 
     #[test]
+    fn documented_example_lists_the_defaults() {
+        let text = include_str!("../../../docs/gearshift.toml");
+        assert_eq!(Config::from_toml(text).unwrap(), Config::default());
+        let documented = text.lines().filter(|l| l.contains(" = ")).count();
+        let all = toml::to_string(&Config::default()).unwrap();
+        assert_eq!(documented, all.lines().filter(|l| l.contains(" = ")).count(), "every option documented");
+    }
+
+    #[test]
     fn every_option_round_trips_through_toml() {
         let c = Config::default();
         let text = toml::to_string(&c).unwrap();
