@@ -1,10 +1,21 @@
 //! The per-connection HTTP/1.1 state machine: turns arriving bytes into request heads, body
 //! data and errors, and knows which deadline applies (header, body or keep-alive). Time is
 //! passed in as monotonic milliseconds; this module never reads a clock.
-//! STUB: signatures fixed; bodies to be implemented.
+//!
+//! Why it exists: every engine drives the same machine, so pipelining, body framing and the
+//! slow-loris deadlines behave identically everywhere. The engine owns the read buffer: it
+//! calls `poll` with the unconsumed bytes, drops `consumed` bytes from the front, and polls
+//! again while progress is made.
+//!
+//! Deadlines: the header clock starts with the first byte of a head, leading empty lines
+//! included (they are part of the head for `parse_head`, so a peer sending only CRLFs still
+//! hits the header deadline, then 431). The keep-alive clock restarts when a request has
+//! been read completely and again at `response_done`. Bytes after a head with
+//! `keep_alive == false` are still parsed; the engine decides to close.
 
+use crate::body::{BodyDecoder, BodyError, Framing};
 use crate::limits::{Limits, Timeouts};
-use crate::parse::{ParseError, RequestHead};
+use crate::parse::{parse_head, ParseError, RequestHead};
 
 /// What the connection is waiting for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,44 +48,143 @@ pub enum Event<'b> {
 
 #[derive(Clone, Debug)]
 pub struct Conn {
-    _private: (),
+    limits: Limits,
+    timeouts: Timeouts,
+    phase: Phase,
+    /// Start of the keep-alive idle period (creation, end of a request, response done).
+    idle_since: u64,
+    /// First byte of the current head.
+    head_start: u64,
+    /// Last time body bytes were consumed (or the head ended).
+    body_progress: u64,
+    /// When the connection was closed by an error.
+    closed_at: u64,
+    decoder: BodyDecoder,
+    error: Option<ParseError>,
+    requests: u64,
 }
 
 impl Conn {
     pub fn new(limits: Limits, timeouts: Timeouts, now_ms: u64) -> Conn {
-        let _ = (limits, timeouts, now_ms);
-        todo!()
+        Conn {
+            limits,
+            timeouts,
+            phase: Phase::Idle,
+            idle_since: now_ms,
+            head_start: now_ms,
+            body_progress: now_ms,
+            closed_at: now_ms,
+            decoder: BodyDecoder::new(Framing::None, 0),
+            error: None,
+            requests: 0,
+        }
     }
 
     /// Feed the unconsumed input. Returns how many bytes were consumed and the event.
     /// `NeedMore` may consume 0 bytes (a partial head stays in the input) or some (body data
     /// framing bytes). After `Error`, the phase is `Closed` and every poll returns the error.
     pub fn poll<'b>(&mut self, input: &'b [u8], now_ms: u64) -> (usize, Event<'b>) {
-        let _ = (input, now_ms);
-        todo!()
+        match self.phase {
+            Phase::Closed => (
+                0,
+                Event::Error(self.error.unwrap_or(ParseError::BadRequest("closed"))),
+            ),
+            Phase::Idle if input.is_empty() => (0, Event::NeedMore),
+            Phase::Idle | Phase::Head => {
+                if self.phase == Phase::Idle {
+                    self.phase = Phase::Head;
+                    self.head_start = now_ms;
+                }
+                self.poll_head(input, now_ms)
+            }
+            Phase::Body => self.poll_body(input, now_ms),
+        }
+    }
+
+    fn poll_head<'b>(&mut self, input: &'b [u8], now_ms: u64) -> (usize, Event<'b>) {
+        match parse_head(input, &self.limits) {
+            Ok(None) => (0, Event::NeedMore),
+            Ok(Some(head)) => {
+                self.requests += 1;
+                if head.framing == Framing::None {
+                    self.phase = Phase::Idle;
+                    self.idle_since = now_ms;
+                } else {
+                    self.phase = Phase::Body;
+                    self.body_progress = now_ms;
+                    self.decoder = BodyDecoder::new(head.framing, self.limits.max_body);
+                }
+                (head.head_len, Event::Head(head))
+            }
+            Err(e) => self.fail(e, now_ms),
+        }
+    }
+
+    fn poll_body<'b>(&mut self, input: &'b [u8], now_ms: u64) -> (usize, Event<'b>) {
+        let mut consumed = 0;
+        loop {
+            let d = match self.decoder.decode(&input[consumed..]) {
+                Ok(d) => d,
+                Err(BodyError::Malformed(why)) => {
+                    return self.fail(ParseError::BadRequest(why), now_ms)
+                }
+                Err(BodyError::TooLarge) => return self.fail(ParseError::PayloadTooLarge, now_ms),
+            };
+            consumed += d.consumed;
+            if d.consumed > 0 {
+                self.body_progress = now_ms;
+            }
+            if !d.data.is_empty() {
+                // A `done` in the same step is reported by the next poll.
+                return (consumed, Event::BodyData(d.data));
+            }
+            if d.done {
+                self.phase = Phase::Idle;
+                self.idle_since = now_ms;
+                return (consumed, Event::BodyEnd);
+            }
+            if d.consumed == 0 {
+                return (consumed, Event::NeedMore);
+            }
+        }
+    }
+
+    fn fail<'b>(&mut self, e: ParseError, now_ms: u64) -> (usize, Event<'b>) {
+        self.phase = Phase::Closed;
+        self.error = Some(e);
+        self.closed_at = now_ms;
+        (0, Event::Error(e))
     }
 
     pub fn phase(&self) -> Phase {
-        todo!()
+        self.phase
     }
 
     /// Monotonic ms by which more input must arrive, given the phase: Idle -> keep-alive
     /// timeout since the last response finished (or the connection opened); Head -> header
     /// timeout since the first byte of the head; Body -> body timeout since the last body
-    /// byte.
+    /// byte. Closed -> the time of the error (already due: nothing more is read).
     pub fn read_deadline(&self) -> u64 {
-        todo!()
+        match self.phase {
+            Phase::Idle => self.idle_since.saturating_add(self.timeouts.keepalive_ms),
+            Phase::Head => self.head_start.saturating_add(self.timeouts.header_ms),
+            Phase::Body => self.body_progress.saturating_add(self.timeouts.body_ms),
+            Phase::Closed => self.closed_at,
+        }
     }
 
     /// The response to the current request has been completely written at `now_ms`: the
     /// keep-alive idle clock starts again.
     pub fn response_done(&mut self, now_ms: u64) {
-        let _ = now_ms;
-        todo!()
+        self.idle_since = now_ms;
     }
 
     /// Requests whose heads have been returned so far on this connection.
     pub fn requests(&self) -> u64 {
-        todo!()
+        self.requests
     }
 }
+
+#[cfg(test)]
+#[path = "conn_tests.rs"]
+mod tests;

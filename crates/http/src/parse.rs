@@ -1,9 +1,24 @@
 //! Request-head parsing: httparse does the tokenising, this module adds RFC 9112's strict
 //! framing rules on top (duplicate/conflicting Content-Length, CL with TE, TE not ending in
-//! chunked, Host rules, absolute-form targets) and the limits that map to 414/431.
-//! STUB: signatures fixed; bodies to be implemented.
+//! chunked, Host rules, request-target forms) and the limits that map to 414/431.
+//!
+//! Why it exists: request smuggling and desync bugs live in the gap between what a
+//! tokeniser accepts and what RFC 9112 allows, so every rule a hardened server needs is
+//! enforced here, once, for every engine.
+//!
+//! What httparse already rejects (checked by tests): bare CR anywhere, obs-fold, whitespace
+//! before the colon, non-token bytes in the method and field names, control bytes other than
+//! HTAB (and DEL) in field values, empty targets, several spaces between request-line parts.
+//! What this module adds: target bytes outside visible ASCII (httparse lets obs-text/UTF-8
+//! through), versions (505 vs 400), Host, target forms, framing, limits.
+//!
+//! Bare LF: httparse accepts a lone LF as the end of the request line, of a field line and of
+//! the head (RFC 9112 §2.2 lets a recipient do so), so we accept it too. A bare CR is always
+//! rejected. The chunked body decoder (`body.rs`) is stricter and requires CRLF.
 
-use crate::body::Framing;
+use std::mem::MaybeUninit;
+
+use crate::body::{Framing, FramingFields};
 use crate::limits::Limits;
 
 /// Request method. `Other` keeps the raw token in `RequestHead::method_raw`.
@@ -19,6 +34,24 @@ pub enum Method {
     Connect,
     Patch,
     Other,
+}
+
+impl Method {
+    /// Map a method token (case-sensitive, RFC 9110 §9.1) to a `Method`.
+    pub fn from_bytes(m: &[u8]) -> Method {
+        match m {
+            b"GET" => Method::Get,
+            b"HEAD" => Method::Head,
+            b"POST" => Method::Post,
+            b"PUT" => Method::Put,
+            b"DELETE" => Method::Delete,
+            b"OPTIONS" => Method::Options,
+            b"TRACE" => Method::Trace,
+            b"CONNECT" => Method::Connect,
+            b"PATCH" => Method::Patch,
+            _ => Method::Other,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,12 +76,14 @@ pub struct RequestHead<'b> {
     pub target: &'b [u8],
     /// Path part of the target (origin-form; for absolute-form the scheme and authority are
     /// stripped; for `*` it is `*`), still percent-encoded, without the query.
+    /// For CONNECT's authority-form it is empty (the authority is in `host`).
     pub path: &'b [u8],
     /// Query without the `?`, if any.
     pub query: Option<&'b [u8]>,
     pub version: Version,
     pub headers: Vec<Header<'b>>,
-    /// Host: from an absolute-form target if present, else the Host header.
+    /// Host: from an absolute-form (or CONNECT authority-form) target if present, else the
+    /// Host header as sent (may be empty, which RFC 9112 §3.2 allows).
     pub host: Option<&'b [u8]>,
     /// How the body is framed (already validated).
     pub framing: Framing,
@@ -100,12 +135,369 @@ impl ParseError {
     }
 }
 
+use ParseError::BadRequest as Bad;
+
+/// Headers parsed into a stack array when `max_headers` fits (no heap allocation besides
+/// the result's `headers` Vec); larger limits fall back to a heap scratch buffer.
+const STACK_HEADERS: usize = 128;
+
 /// Parse a request head at the start of `buf`.
 ///
 /// Returns `Ok(None)` when more bytes are needed (and the limits are not yet exceeded),
 /// `Ok(Some(head))` for a complete valid head (`head.head_len` bytes long), or the error.
 /// Empty lines before the request line (RFC 9112 §2.2) are skipped and counted in head_len.
-pub fn parse_head<'b>(buf: &'b [u8], limits: &Limits) -> Result<Option<RequestHead<'b>>, ParseError> {
-    let _ = (buf, limits);
-    todo!()
+pub fn parse_head<'b>(
+    buf: &'b [u8],
+    limits: &Limits,
+) -> Result<Option<RequestHead<'b>>, ParseError> {
+    let Some(start) = skip_empty_lines(buf)? else {
+        return partial(buf, limits);
+    };
+    let rest = &buf[start..];
+    check_request_line(rest, limits.max_request_line)?;
+
+    // More than max_head / 3 fields ("a:" LF each) cannot fit max_head anyway: 431 either way.
+    let cap = limits.max_headers.min(limits.max_head / 3 + 1);
+    let mut stack = [const { MaybeUninit::<httparse::Header<'b>>::uninit() }; STACK_HEADERS];
+    let mut heap;
+    let scratch: &mut [MaybeUninit<httparse::Header<'b>>] = if cap <= STACK_HEADERS {
+        &mut stack[..cap]
+    } else {
+        heap = Vec::with_capacity(cap);
+        heap.resize_with(cap, MaybeUninit::uninit);
+        &mut heap[..]
+    };
+    let mut req = httparse::Request::new(&mut []);
+    match req.parse_with_uninit_headers(rest, scratch) {
+        Ok(httparse::Status::Complete(n)) => {
+            let head_len = start + n;
+            if head_len > limits.max_head {
+                return Err(ParseError::HeadersTooLarge);
+            }
+            build(&req, head_len, limits).map(Some)
+        }
+        Ok(httparse::Status::Partial) => partial(buf, limits),
+        Err(httparse::Error::Version) => {
+            classify_version(rest)?;
+            partial(buf, limits)
+        }
+        Err(httparse::Error::TooManyHeaders) => Err(ParseError::HeadersTooLarge),
+        Err(httparse::Error::HeaderName) => Err(Bad("invalid header field name")),
+        Err(httparse::Error::HeaderValue) => Err(Bad("invalid header field value")),
+        Err(httparse::Error::NewLine) => Err(Bad("invalid line ending")),
+        Err(_) => Err(Bad("invalid request line")),
+    }
 }
+
+/// An incomplete head: fine unless it is already longer than the limit.
+fn partial<'b>(buf: &[u8], limits: &Limits) -> Result<Option<RequestHead<'b>>, ParseError> {
+    if buf.len() > limits.max_head {
+        Err(ParseError::HeadersTooLarge)
+    } else {
+        Ok(None)
+    }
+}
+
+/// Offset of the request line after empty lines (CRLF or LF), `None` if the input ends first.
+fn skip_empty_lines(buf: &[u8]) -> Result<Option<usize>, ParseError> {
+    let mut i = 0;
+    loop {
+        match buf.get(i) {
+            Some(b'\n') => i += 1,
+            Some(b'\r') => match buf.get(i + 1) {
+                Some(b'\n') => i += 2,
+                Some(_) => return Err(Bad("bare CR")),
+                None => return Ok(None),
+            },
+            Some(_) => return Ok(Some(i)),
+            None => return Ok(None),
+        }
+    }
+}
+
+/// 414 if the request line (without its line terminator) is longer than `max`, complete or
+/// not. Only the first `max + 2` bytes are scanned.
+fn check_request_line(rest: &[u8], max: usize) -> Result<(), ParseError> {
+    let window = &rest[..rest.len().min(max.saturating_add(2))];
+    let len = match memchr::memchr(b'\n', window) {
+        Some(lf) => lf - usize::from(lf > 0 && window[lf - 1] == b'\r'),
+        None => rest.len() - usize::from(rest.last() == Some(&b'\r')),
+    };
+    if len > max {
+        Err(ParseError::UriTooLong)
+    } else {
+        Ok(())
+    }
+}
+
+/// httparse refused the version: 505 for a well-formed `HTTP/d.d` that is not 1.0/1.1, 400
+/// for anything else, `Ok` (need more) while the line is incomplete and could still be one.
+fn classify_version(rest: &[u8]) -> Result<(), ParseError> {
+    const PATTERN: &[u8] = b"HTTP/d.d";
+    let fits = |v: &[u8]| {
+        v.len() <= PATTERN.len()
+            && v.iter().zip(PATTERN).all(|(&b, &p)| {
+                if p == b'd' {
+                    b.is_ascii_digit()
+                } else {
+                    b == p
+                }
+            })
+    };
+    let (line, complete) = match memchr::memchr(b'\n', rest) {
+        Some(lf) => (&rest[..lf], true),
+        None => (rest, false),
+    };
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    // httparse accepted method SP target SP before failing on the version.
+    let version = line.splitn(3, |&b| b == b' ').nth(2).unwrap_or(b"");
+    match (complete, fits(version)) {
+        (true, true) if version.len() == PATTERN.len() => Err(ParseError::VersionNotSupported),
+        (false, true) => Ok(()),
+        _ => Err(Bad("invalid HTTP version")),
+    }
+}
+
+/// Validate a complete head tokenised by httparse and build the `RequestHead`.
+fn build<'b>(
+    req: &httparse::Request<'_, 'b>,
+    head_len: usize,
+    limits: &Limits,
+) -> Result<RequestHead<'b>, ParseError> {
+    // httparse returns &str pointing into `rest`; turn them back into byte slices.
+    let method_raw = req.method.unwrap_or("").as_bytes();
+    let target = req.path.unwrap_or("").as_bytes();
+    let version = if req.version == Some(0) {
+        Version::Http10
+    } else {
+        Version::Http11
+    };
+    let method = Method::from_bytes(method_raw);
+
+    // Visible ASCII only (httparse lets obs-text / UTF-8 through). Branch-free fold so it
+    // vectorises.
+    let visible = target
+        .iter()
+        .fold(true, |ok, &b| ok & (b.wrapping_sub(0x21) < 0x5e));
+    if !visible || target.is_empty() {
+        return Err(Bad("invalid byte in request target"));
+    }
+
+    let mut headers = Vec::with_capacity(req.headers.len());
+    let mut host_hdr: Option<&'b [u8]> = None;
+    let mut host_count = 0u32;
+    let mut framing = FramingFields::default();
+    let (mut close, mut keep) = (false, false);
+    let mut expect_continue = false;
+    for h in req.headers.iter() {
+        let name = h.name.as_bytes();
+        let value = h.value;
+        headers.push(Header { name, value });
+        match name.len() {
+            4 if name.eq_ignore_ascii_case(b"host") => {
+                host_count += 1;
+                host_hdr = Some(value);
+            }
+            6 if name.eq_ignore_ascii_case(b"expect") => {
+                for e in list_elements(value) {
+                    expect_continue |= e.eq_ignore_ascii_case(b"100-continue");
+                }
+            }
+            10 if name.eq_ignore_ascii_case(b"connection") => {
+                for t in list_elements(value) {
+                    close |= t.eq_ignore_ascii_case(b"close");
+                    keep |= t.eq_ignore_ascii_case(b"keep-alive");
+                }
+            }
+            14 if name.eq_ignore_ascii_case(b"content-length") => framing.content_length(value),
+            17 if name.eq_ignore_ascii_case(b"transfer-encoding") => {
+                framing.transfer_encoding(value)?
+            }
+            _ => {}
+        }
+    }
+
+    // Host (RFC 9112 §3.2): exactly one on 1.1, at most one on 1.0, always well-formed.
+    if host_count > 1 {
+        return Err(Bad("several Host fields"));
+    }
+    if let Some(h) = host_hdr {
+        if !h.is_empty() && !valid_authority(h, false) {
+            return Err(Bad("invalid Host"));
+        }
+    } else if version == Version::Http11 {
+        return Err(Bad("missing Host"));
+    }
+
+    let (path, query, target_host) = split_target(method, target)?;
+    let framing = framing.resolve(version, limits.max_body)?;
+    let keep_alive = match version {
+        Version::Http11 => !close,
+        Version::Http10 => keep && !close,
+    };
+    Ok(RequestHead {
+        method,
+        method_raw,
+        target,
+        path,
+        query,
+        version,
+        headers,
+        host: target_host.or(host_hdr),
+        framing,
+        keep_alive,
+        expect_continue: expect_continue && version == Version::Http11,
+        head_len,
+    })
+}
+
+type TargetParts<'b> = (&'b [u8], Option<&'b [u8]>, Option<&'b [u8]>);
+
+/// Split the request-target (RFC 9112 §3.2) into path, query and the host it names.
+fn split_target(method: Method, target: &[u8]) -> Result<TargetParts<'_>, ParseError> {
+    if target[0] == b'/' {
+        let (path, query) = split_query(target);
+        if method == Method::Connect {
+            return Err(Bad("CONNECT needs an authority-form target"));
+        }
+        return Ok((path, query, None));
+    }
+    if target == b"*" {
+        return match method {
+            Method::Options => Ok((target, None, None)),
+            _ => Err(Bad("asterisk-form is only for OPTIONS")),
+        };
+    }
+    if method == Method::Connect {
+        return if valid_authority(target, true) {
+            Ok((&target[..0], None, Some(target)))
+        } else {
+            Err(Bad("invalid CONNECT authority"))
+        };
+    }
+    let after_scheme = if starts_with_ci(target, b"http://") {
+        &target[7..]
+    } else if starts_with_ci(target, b"https://") {
+        &target[8..]
+    } else {
+        return Err(Bad("unsupported request target"));
+    };
+    let end = after_scheme
+        .iter()
+        .position(|&b| b == b'/' || b == b'?')
+        .unwrap_or(after_scheme.len());
+    let (authority, rest) = after_scheme.split_at(end);
+    if authority.is_empty() || !valid_authority(authority, false) {
+        return Err(Bad("invalid authority in absolute-form target"));
+    }
+    let (path, query) = split_query(rest);
+    let path: &[u8] = if path.is_empty() { b"/" } else { path };
+    Ok((path, query, Some(authority)))
+}
+
+fn split_query(t: &[u8]) -> (&[u8], Option<&[u8]>) {
+    match memchr::memchr(b'?', t) {
+        Some(q) => (&t[..q], Some(&t[q + 1..])),
+        None => (t, None),
+    }
+}
+
+fn starts_with_ci(s: &[u8], prefix: &[u8]) -> bool {
+    s.len() >= prefix.len() && s[..prefix.len()].eq_ignore_ascii_case(prefix)
+}
+
+/// A byte map: ALPHA / DIGIT / the `extra` bytes.
+const fn byte_map(extra: &[u8]) -> [bool; 256] {
+    let mut m = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        m[i] = (i as u8).is_ascii_alphanumeric();
+        i += 1;
+    }
+    let mut j = 0;
+    while j < extra.len() {
+        m[extra[j] as usize] = true;
+        j += 1;
+    }
+    m
+}
+
+/// RFC 3986 unreserved / sub-delims: the bytes a reg-name (and IP literal) may contain.
+static HOST_CHARS: [bool; 256] = byte_map(b"-._~!$&'()*+,;=");
+
+/// `uri-host [":" port]` (port required for CONNECT's authority-form). No userinfo.
+pub fn valid_authority(a: &[u8], require_port: bool) -> bool {
+    let (host_ok, after) = if a.first() == Some(&b'[') {
+        match memchr::memchr(b']', a) {
+            Some(end) => {
+                let inner = &a[1..end];
+                let ok =
+                    !inner.is_empty() && inner.iter().all(|&b| b == b':' || HOST_CHARS[b as usize]);
+                (ok, &a[end + 1..])
+            }
+            None => return false,
+        }
+    } else {
+        let end = memchr::memchr(b':', a).unwrap_or(a.len());
+        (!a[..end].is_empty() && valid_reg_name(&a[..end]), &a[end..])
+    };
+    let port_ok = match after {
+        [] => !require_port,
+        [b':', port @ ..] => {
+            port.iter().all(u8::is_ascii_digit)
+                && port.len() <= 5
+                && (!require_port || !port.is_empty())
+                && port.iter().fold(0u32, |n, &d| n * 10 + u32::from(d - b'0')) <= 65535
+        }
+        _ => false,
+    };
+    host_ok && port_ok
+}
+
+fn valid_reg_name(h: &[u8]) -> bool {
+    let mut i = 0;
+    while i < h.len() {
+        let b = h[i];
+        if b == b'%' {
+            match h.get(i + 1..i + 3) {
+                Some([x, y]) if x.is_ascii_hexdigit() && y.is_ascii_hexdigit() => i += 3,
+                _ => return false,
+            }
+        } else if HOST_CHARS[b as usize] {
+            i += 1;
+        } else {
+            return false;
+        }
+    }
+    true
+}
+
+/// Non-empty elements of a comma-separated field value, OWS-trimmed (RFC 9110 §5.6.1).
+pub fn list_elements(v: &[u8]) -> impl Iterator<Item = &[u8]> {
+    v.split(|&b| b == b',')
+        .map(trim_ows)
+        .filter(|e| !e.is_empty())
+}
+
+/// Strip optional whitespace (SP / HTAB) at both ends.
+pub fn trim_ows(mut s: &[u8]) -> &[u8] {
+    while let [b' ' | b'\t', rest @ ..] = s {
+        s = rest;
+    }
+    while let [rest @ .., b' ' | b'\t'] = s {
+        s = rest;
+    }
+    s
+}
+
+static TCHAR: [bool; 256] = byte_map(b"!#$%&'*+-.^_`|~");
+
+/// RFC 9110 §5.6.2 tchar.
+#[inline]
+pub fn is_tchar(b: u8) -> bool {
+    TCHAR[b as usize]
+}
+
+#[cfg(test)]
+#[path = "parse_tests.rs"]
+mod tests;
