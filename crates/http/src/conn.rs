@@ -179,6 +179,11 @@ impl Conn {
         self.idle_since = now_ms;
     }
 
+    /// When the first byte of the current (or last) request head arrived.
+    pub fn head_started_ms(&self) -> u64 {
+        self.head_start
+    }
+
     /// Requests whose heads have been returned so far on this connection.
     pub fn requests(&self) -> u64 {
         self.requests

@@ -116,7 +116,6 @@ impl Session {
                         version: head.version,
                         head_only: head.method == Method::Head,
                     };
-                    let started = w.now_ms;
                     let outcome = svc.handle(&head, &ctx, out);
                     w.requests += 1;
                     if let Some(log) = &mut w.log {
@@ -130,7 +129,9 @@ impl Session {
                             bytes: outcome.body_bytes,
                             referer: head.header("referer"),
                             user_agent: head.header("user-agent"),
-                            duration_us: w.now_ms.saturating_sub(started) * 1000,
+                            // From the head's first byte to the answer being queued, at the
+                            // worker clock's millisecond resolution.
+                            duration_us: w.now_ms.saturating_sub(self.http.head_started_ms()) * 1000,
                         });
                     }
                     if !keep_alive {
