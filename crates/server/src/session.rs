@@ -131,7 +131,8 @@ impl Session {
                             user_agent: head.header("user-agent"),
                             // From the head's first byte to the answer being queued, at the
                             // worker clock's millisecond resolution.
-                            duration_us: w.now_ms.saturating_sub(self.http.head_started_ms()) * 1000,
+                            duration_us: w.now_ms.saturating_sub(self.http.head_started_ms())
+                                * 1000,
                         });
                     }
                     if !keep_alive {
