@@ -1,0 +1,318 @@
+#!/usr/bin/env python3
+"""Parsing and arithmetic for the bench/ scripts (stdlib only).
+
+Subcommands:
+  freeport                      print a free TCP port on 127.0.0.1
+  tree PID                      print PID and all its descendants, one a line
+  cpu PID                       print CPU microseconds (utime+stime) of PID and descendants
+  rss PID                       print VmRSS KiB summed over PID and descendants
+  static-report DIR             tables from DIR/runs.tsv and DIR/wrk-*.txt (bench/static)
+  strace-report FILE REQUESTS   syscalls per request from an `strace -c` summary
+"""
+
+import json
+import os
+import re
+import socket
+import statistics
+import sys
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+# ---------------------------------------------------------------- processes
+
+def _stat_fields(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        data = f.read()
+    # comm may contain spaces and parentheses: split after the last ')'.
+    rest = data[data.rindex(")") + 2:].split()
+    return rest  # rest[0] is field 3 (state)
+
+
+def tree(root):
+    """root and all descendants (scan of /proc ppid links)."""
+    children = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            ppid = int(_stat_fields(name)[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(name))
+    out, todo = [], [int(root)]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(children.get(p, []))
+    return out
+
+
+def cpu_us(root):
+    """utime+stime (fields 14, 15) of root and descendants, in microseconds.
+
+    /proc/PID/stat of a process counts all its threads, live and exited."""
+    ticks = 0
+    for p in tree(root):
+        try:
+            f = _stat_fields(p)
+        except OSError:
+            continue
+        ticks += int(f[11]) + int(f[12])
+    return ticks * 1_000_000 // CLK_TCK
+
+
+def rss_kib(root):
+    total = 0
+    for p in tree(root):
+        try:
+            with open(f"/proc/{p}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1])
+        except OSError:
+            pass
+    return total
+
+
+def freeport():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+# ---------------------------------------------------------------- wrk
+
+_UNITS_TIME = {"us": 1e-3, "ms": 1.0, "s": 1e3, "m": 60e3, "h": 3600e3}
+_UNITS_SIZE = {"B": 1, "KB": 1024, "MB": 1024**2, "GB": 1024**3, "TB": 1024**4}
+
+
+def _ms(text):
+    m = re.fullmatch(r"([\d.]+)(us|ms|s|m|h)", text)
+    return float(m.group(1)) * _UNITS_TIME[m.group(2)] if m else None
+
+
+def _bytes(text):
+    m = re.fullmatch(r"([\d.]+)([KMGT]?B)", text)
+    return float(m.group(1)) * _UNITS_SIZE[m.group(2)] if m else None
+
+
+def parse_wrk(text):
+    r = {"requests": None, "seconds": None, "bytes": None, "rps": None,
+         "p50_ms": None, "p99_ms": None, "errors": 0, "non2xx": 0}
+    m = re.search(r"(\d+) requests in ([\d.]+)(us|ms|s|m), ([\d.]+[KMGT]?B) read", text)
+    if m:
+        r["requests"] = int(m.group(1))
+        r["seconds"] = _ms(m.group(2) + m.group(3)) / 1e3
+        r["bytes"] = _bytes(m.group(4))
+    m = re.search(r"Requests/sec:\s+([\d.]+)", text)
+    if m:
+        r["rps"] = float(m.group(1))
+    m = re.search(r"Latency Distribution(.*?)(\n\s*\d+ requests|\Z)", text, re.S)
+    if m:
+        for pct, val in re.findall(r"(\d+)%\s+([\d.]+\w+)", m.group(1)):
+            if pct == "50":
+                r["p50_ms"] = _ms(val)
+            if pct == "99":
+                r["p99_ms"] = _ms(val)
+    m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", text)
+    if m:
+        r["errors"] = sum(int(x) for x in m.groups())
+    m = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
+    if m:
+        r["non2xx"] = int(m.group(1))
+    return r
+
+
+# ---------------------------------------------------------------- static report
+
+SIZE_ORDER = {"1k": (0, "1 KiB"), "10k": (1, "10 KiB"), "1m": (2, "1 MiB")}
+
+
+def _fmt(v, spec, none="-"):
+    return none if v is None else format(v, spec)
+
+
+def static_report(d):
+    runs = []
+    with open(os.path.join(d, "runs.tsv")) as f:
+        for line in f:
+            if not line.strip() or line.startswith("#"):
+                continue
+            server, size, rnd, cpu0, cpu1, rc = line.split()
+            with open(os.path.join(d, f"wrk-{server}-{size}-{rnd}.txt")) as wf:
+                w = parse_wrk(wf.read())
+            w.update(server=server, size=size, round=int(rnd), rc=int(rc),
+                     cpu_us=int(cpu1) - int(cpu0))
+            reqs = w["requests"]
+            w["cpu_per_req"] = w["cpu_us"] / reqs if reqs else None
+            w["mib_s"] = w["bytes"] / w["seconds"] / 2**20 if w["bytes"] and w["seconds"] else None
+            # Share of one CPU the server used over the run: ~100 means the server was the
+            # bottleneck; well below means the client (or other load on the machine) was.
+            w["busy_pct"] = 100 * w["cpu_us"] / (w["seconds"] * 1e6) if w["seconds"] else None
+            runs.append(w)
+
+    print("Per run (rps = wrk Requests/sec; cpu us/req = server utime+stime / wrk requests;")
+    print("srv cpu% = server CPU time / run time, 100 = one core fully busy)")
+    print(f"{'size':>5} {'rnd':>3} {'server':<10} {'requests':>9} {'rps':>10} {'p50 ms':>8} "
+          f"{'p99 ms':>8} {'cpu us/req':>10} {'srv cpu%':>8} {'MiB/s':>8} {'errors':>6}")
+    for w in sorted(runs, key=lambda w: (SIZE_ORDER.get(w["size"], (9,))[0], w["round"], w["server"])):
+        errs = w["errors"] + w["non2xx"] + (1 if w["rc"] else 0)
+        print(f"{w['size']:>5} {w['round']:>3} {w['server']:<10} {_fmt(w['requests'], 'd'):>9} "
+              f"{_fmt(w['rps'], '.0f'):>10} {_fmt(w['p50_ms'], '.3f'):>8} {_fmt(w['p99_ms'], '.3f'):>8} "
+              f"{_fmt(w['cpu_per_req'], '.2f'):>10} {_fmt(w['busy_pct'], '.0f'):>8} "
+              f"{_fmt(w['mib_s'], '.1f'):>8} {errs:>6}")
+    print()
+
+    problems = []
+    summary = {}
+    for size in sorted({w["size"] for w in runs}, key=lambda s: SIZE_ORDER.get(s, (9,))[0]):
+        label = SIZE_ORDER.get(size, (9, size))[1]
+        print(f"== {label} file (/{size}.bin), median of rounds ==")
+        hdr = f"{'server':<12} {'rounds':>6} {'req/s':>10} {'p99 ms':>8} {'cpu us/req':>10}"
+        if size == "1m":
+            hdr += f" {'MiB/s':>9}"
+        hdr += f" {'errors':>6}"
+        print(hdr)
+        med = {}
+        for server in ("nginx", "gearshift"):
+            ws = [w for w in runs if w["size"] == size and w["server"] == server]
+            if not ws:
+                continue
+
+            def mdn(key):
+                vals = [w[key] for w in ws if w[key] is not None]
+                return statistics.median(vals) if vals else None
+
+            m = {k: mdn(k) for k in ("rps", "p99_ms", "cpu_per_req", "mib_s")}
+            errs = sum(w["errors"] + w["non2xx"] + (1 if w["rc"] else 0) for w in ws)
+            if errs:
+                problems.append(f"{server} {label}: {errs} socket errors / non-2xx / wrk failures")
+            if any(w["requests"] is None for w in ws):
+                problems.append(f"{server} {label}: a wrk run produced no result")
+            med[server] = m
+            line = (f"{server:<12} {len(ws):>6} {_fmt(m['rps'], '.0f'):>10} {_fmt(m['p99_ms'], '.3f'):>8} "
+                    f"{_fmt(m['cpu_per_req'], '.2f'):>10}")
+            if size == "1m":
+                line += f" {_fmt(m['mib_s'], '.1f'):>9}"
+            line += f" {errs:>6}"
+            print(line)
+        if "nginx" in med and "gearshift" in med:
+            g, n = med["gearshift"], med["nginx"]
+
+            def ratio(a, b):
+                return a / b if a is not None and b else None
+
+            rr, cr, pr = ratio(g["rps"], n["rps"]), ratio(g["cpu_per_req"], n["cpu_per_req"]), \
+                ratio(g["p99_ms"], n["p99_ms"])
+            print(f"{'gs/nginx':<12} {'':>6} {_fmt(rr, '.2f') + 'x':>10} {_fmt(pr, '.2f') + 'x':>8} "
+                  f"{_fmt(cr, '.2f') + 'x':>10}"
+                  + (f" {_fmt(ratio(g['mib_s'], n['mib_s']), '.2f') + 'x':>9}" if size == "1m" else ""))
+            summary[size] = {"rps_ratio": rr, "cpu_ratio": cr, "p99_ratio": pr, "gearshift": g, "nginx": n}
+        print()
+    print("rps ratio > 1: gearshift serves more; cpu ratio < 1: gearshift spends less CPU per request.")
+    with open(os.path.join(d, "summary.json"), "w") as f:
+        json.dump({"runs": runs, "summary": summary}, f, indent=1)
+    if problems:
+        print()
+        for p in problems:
+            print("WARNING:", p)
+    return 0
+
+
+# ---------------------------------------------------------------- strace
+
+def parse_strace_c(text):
+    """{syscall: (calls, errors)} from an `strace -c` table."""
+    out = {}
+    for line in text.splitlines():
+        cols = line.split()
+        if len(cols) < 5 or not re.fullmatch(r"[\d.]+", cols[0]):
+            continue
+        name = cols[-1]
+        if name == "total":
+            continue
+        # % time, seconds, usecs/call, calls, [errors], syscall
+        nums = cols[1:-1]
+        try:
+            calls = int(nums[2])
+            errors = int(nums[3]) if len(nums) > 3 else 0
+        except (ValueError, IndexError):
+            continue
+        c, e = out.get(name, (0, 0))
+        out[name] = (c + calls, e + errors)
+    return out
+
+
+EPOLL_WAITS = ("epoll_wait", "epoll_pwait", "epoll_pwait2")
+# Calls made once per connection (open, set-up, tear-down), amortised over its requests.
+PER_CONNECTION = ("accept", "accept4", "close", "shutdown", "setsockopt", "getsockopt",
+                  "getsockname", "getpeername", "epoll_ctl")
+
+
+def strace_report(path, requests, target=2.0, connections=None):
+    with open(path) as f:
+        calls = parse_strace_c(f.read())
+    requests = int(requests)
+    if not calls:
+        print("no strace summary found in", path)
+        return 1
+    print(f"{'syscall':<20} {'calls':>9} {'errors':>7} {'per request':>12}")
+    total = waits = conn = 0
+    for name, (c, e) in sorted(calls.items(), key=lambda kv: -kv[1][0]):
+        mark = " (per connection)" if name in PER_CONNECTION else ""
+        print(f"{name:<20} {c:>9} {e:>7} {c / requests:>12.3f}{mark}")
+        total += c
+        if name in EPOLL_WAITS:
+            waits += c
+        if name in PER_CONNECTION:
+            conn += c
+    print(f"{'-' * 20} {'-' * 9} {'-' * 7} {'-' * 12}")
+    print(f"{'all':<20} {total:>9} {'':>7} {total / requests:>12.3f}")
+    print(f"{'epoll_wait*':<20} {waits:>9} {'':>7} {waits / requests:>12.3f}")
+    besides = (total - waits) / requests
+    steady = (total - waits - conn) / requests
+    print(f"{'besides epoll_wait':<20} {total - waits:>9} {'':>7} {besides:>12.3f}")
+    print(f"{'  and per-conn calls':<20} {total - waits - conn:>9} {'':>7} {steady:>12.3f}")
+    print()
+    # Tolerance for calls that are neither per request nor per connection set-up: a final
+    # read of EOF per connection, timed cache revalidation (stat), the main thread's wakeups.
+    verdict = "OK" if steady <= target * 1.01 else "OVER TARGET"
+    conns = f" over {connections} connections" if connections else ""
+    print(f"requests: {requests}{conns}; syscalls per keep-alive request besides epoll_wait: {besides:.3f}, "
+          f"without per-connection set-up/tear-down: {steady:.3f} (target <= {target:g}, 1% tolerance): {verdict}")
+    return 0
+
+
+def main(argv):
+    if len(argv) < 2:
+        print(__doc__)
+        return 2
+    cmd, args = argv[1], argv[2:]
+    if cmd == "freeport":
+        print(freeport())
+    elif cmd == "tree":
+        print("\n".join(map(str, tree(args[0]))))
+    elif cmd == "cpu":
+        print(cpu_us(args[0]))
+    elif cmd == "rss":
+        print(rss_kib(args[0]))
+    elif cmd == "wrk":
+        with open(args[0]) as f:
+            print(json.dumps(parse_wrk(f.read())))
+    elif cmd == "static-report":
+        return static_report(args[0])
+    elif cmd == "strace-report":
+        return strace_report(args[0], args[1], float(args[2]) if len(args) > 2 else 2.0,
+                             args[3] if len(args) > 3 else None)
+    else:
+        print(__doc__)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
