@@ -288,9 +288,14 @@ impl Worker {
         {
             return;
         }
-        let c = &self.conns[k];
+        let c = &mut self.conns[k];
         let readable = flags.intersects(EventFlags::IN | EventFlags::RDHUP | EventFlags::HUP);
-        if (readable || c.read_stalled) && c.pending.is_empty() {
+        if !c.pending.is_empty() {
+            // Output is blocked: remember the readable edge, read once it drains.
+            c.read_stalled |= readable;
+            return;
+        }
+        if readable || c.read_stalled {
             self.read(k, svc);
         }
     }
@@ -330,7 +335,7 @@ impl Worker {
         // more: with edge-triggered epoll no new event would come for it.
         if !c.session.inbuf.is_empty() {
             let stop = self.process_kept(k, svc);
-            if !self.settle(k, stop, svc) {
+            if !self.settle(k, stop, svc, false) {
                 return;
             }
         }
@@ -372,7 +377,7 @@ impl Worker {
             } else {
                 self.process_kept(k, svc)
             };
-            if !self.settle(k, stop, svc) {
+            if !self.settle(k, stop, svc, n < cap) {
                 return;
             }
             if n < cap {
@@ -382,8 +387,10 @@ impl Worker {
     }
 
     /// Write what processing produced and act on why it stopped, answering kept requests
-    /// while the socket keeps up. Returns whether reading may go on.
-    fn settle(&mut self, k: usize, mut stop: Stop, svc: &Service) -> bool {
+    /// while the socket keeps up. `drained`: the last read emptied the socket, so once the
+    /// output drains there is nothing to read until epoll reports a new edge (this saves
+    /// an EAGAIN read after every large response). Returns whether reading may go on.
+    fn settle(&mut self, k: usize, mut stop: Stop, svc: &Service, drained: bool) -> bool {
         loop {
             if !self.write_batch(k) {
                 return false;
@@ -397,7 +404,11 @@ impl Worker {
                     }
                     return false;
                 }
-                _ if blocked => {
+                Stop::NeedInput if blocked => {
+                    c.read_stalled |= !drained;
+                    return false;
+                }
+                Stop::OutputFull if blocked => {
                     c.read_stalled = true;
                     return false;
                 }
