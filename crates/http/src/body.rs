@@ -196,9 +196,6 @@ impl BodyDecoder {
                 }
                 let d = (b as char).to_digit(16).unwrap_or(0) as u64;
                 self.chunk = (self.chunk << 4) | d;
-                if self.total.saturating_add(self.chunk) > self.max_body {
-                    return Err(BodyError::TooLarge);
-                }
                 State::Size { digits: digits + 1 }
             }
             (State::Size { digits: 0 }, _) => return Err(Malformed("invalid chunk size")),
@@ -207,6 +204,11 @@ impl BodyDecoder {
             (State::Size { .. } | State::Ext, b'\r') => State::SizeLf,
             (State::Ext, b'\t' | b' '..=0x7e | 0x80..=0xff) => State::Ext,
             (State::SizeLf, b'\n') => {
+                // The limit is checked once the size line is complete, so an overlong
+                // (malformed) size is a 400 and only a well-formed one over the limit a 413.
+                if self.total.saturating_add(self.chunk) > self.max_body {
+                    return Err(BodyError::TooLarge);
+                }
                 self.line = 0;
                 self.total += self.chunk;
                 let chunk = std::mem::take(&mut self.chunk);

@@ -8,7 +8,8 @@ use crate::output::Batch;
 use crate::respond::{self, Ctx};
 use crate::service::Service;
 use gearshift_http::date::DateCache;
-use gearshift_http::{Conn, Event, Method, Version};
+use gearshift_http::parse::parse_head;
+use gearshift_http::{Conn, Event, Framing, Method, RequestHead, Version};
 use std::net::SocketAddr;
 
 /// Output queued beyond this stops request processing until the socket takes it
@@ -57,6 +58,8 @@ pub struct Session {
     pub inbuf: Vec<u8>,
     /// The last queued response asks for the connection to close once written.
     pub close_after_write: bool,
+    /// Head bytes of a request whose body is still arriving.
+    deferred: Option<Vec<u8>>,
 }
 
 /// Why `process` stopped.
@@ -78,6 +81,7 @@ impl Session {
             peer,
             inbuf: Vec::new(),
             close_after_write: false,
+            deferred: None,
         }
     }
 
@@ -101,73 +105,96 @@ impl Session {
             pos += n;
             match ev {
                 Event::NeedMore => return (pos, Stop::NeedInput),
-                Event::BodyData(_) | Event::BodyEnd => {}
-                Event::Head(head) => {
-                    let keep_alive = head.keep_alive
-                        && !w.draining
-                        && self.http.requests() < svc.config.http.keepalive_requests;
-                    if head.expect_continue && head.framing != gearshift_http::Framing::None {
+                Event::BodyData(_) => {}
+                Event::Head(head) if head.framing != Framing::None => {
+                    // Answer once the body has arrived intact: a request whose body turns
+                    // out malformed gets only its 400. The head is kept as bytes (the input
+                    // buffer will be gone by then) and parsed again at the end.
+                    if head.expect_continue {
                         out.push_bytes(gearshift_http::response::CONTINUE);
                     }
-                    let ctx = Ctx {
-                        now_ms: w.now_ms,
-                        date: w.date.get(),
-                        keep_alive,
-                        version: head.version,
-                        head_only: head.method == Method::Head,
-                    };
-                    let outcome = svc.handle(&head, &ctx, out);
-                    w.requests += 1;
-                    if let Some(log) = &mut w.log {
-                        log.log(&Record {
-                            remote: self.peer,
-                            time_unix: w.date.second(),
-                            method: head.method_raw,
-                            target: head.target,
-                            version: version_str(head.version),
-                            status: outcome.status,
-                            bytes: outcome.body_bytes,
-                            referer: head.header("referer"),
-                            user_agent: head.header("user-agent"),
-                            // From the head's first byte to the answer being queued, at the
-                            // worker clock's millisecond resolution.
-                            duration_us: w.now_ms.saturating_sub(self.http.head_started_ms())
-                                * 1000,
-                        });
-                    }
-                    if !keep_alive {
-                        self.close_after_write = true;
+                    self.deferred = Some(input[pos - n..pos].to_vec());
+                }
+                Event::Head(head) => self.answer(&head, svc, w, out),
+                Event::BodyEnd => {
+                    let bytes = self.deferred.take().unwrap_or_default();
+                    if let Ok(Some(head)) = parse_head(&bytes, &svc.limits) {
+                        self.answer(&head, svc, w, out);
+                    } else {
+                        // Unreachable unless a reload tightened the limits in between.
+                        self.fail(400, w, out);
+                        return (pos, Stop::Close);
                     }
                 }
                 Event::Error(e) => {
-                    let ctx = Ctx {
-                        now_ms: w.now_ms,
-                        date: w.date.get(),
-                        keep_alive: false,
-                        version: Version::Http11,
-                        head_only: false,
-                    };
-                    let outcome = respond::error(out, &ctx, e.status(), &[]);
-                    w.requests += 1;
-                    if let Some(log) = &mut w.log {
-                        log.log(&Record {
-                            remote: self.peer,
-                            time_unix: w.date.second(),
-                            method: b"-",
-                            target: b"-",
-                            version: "-",
-                            status: outcome.status,
-                            bytes: outcome.body_bytes,
-                            referer: None,
-                            user_agent: None,
-                            duration_us: 0,
-                        });
-                    }
-                    self.close_after_write = true;
+                    self.fail(e.status(), w, out);
                     return (pos, Stop::Close);
                 }
             }
         }
+    }
+
+    /// Answer one complete request and log it.
+    fn answer(&mut self, head: &RequestHead, svc: &Service, w: &mut WorkerCtx, out: &mut Batch) {
+        let keep_alive = head.keep_alive
+            && !w.draining
+            && self.http.requests() < svc.config.http.keepalive_requests;
+        let ctx = Ctx {
+            now_ms: w.now_ms,
+            date: w.date.get(),
+            keep_alive,
+            version: head.version,
+            head_only: head.method == Method::Head,
+        };
+        let outcome = svc.handle(head, &ctx, out);
+        w.requests += 1;
+        if let Some(log) = &mut w.log {
+            log.log(&Record {
+                remote: self.peer,
+                time_unix: w.date.second(),
+                method: head.method_raw,
+                target: head.target,
+                version: version_str(head.version),
+                status: outcome.status,
+                bytes: outcome.body_bytes,
+                referer: head.header("referer"),
+                user_agent: head.header("user-agent"),
+                // From the head's first byte to the answer being queued, at the worker
+                // clock's millisecond resolution.
+                duration_us: w.now_ms.saturating_sub(self.http.head_started_ms()) * 1000,
+            });
+        }
+        if !keep_alive {
+            self.close_after_write = true;
+        }
+    }
+
+    /// Answer a protocol error with `status` and close.
+    fn fail(&mut self, status: u16, w: &mut WorkerCtx, out: &mut Batch) {
+        let ctx = Ctx {
+            now_ms: w.now_ms,
+            date: w.date.get(),
+            keep_alive: false,
+            version: Version::Http11,
+            head_only: false,
+        };
+        let outcome = respond::error(out, &ctx, status, &[]);
+        w.requests += 1;
+        if let Some(log) = &mut w.log {
+            log.log(&Record {
+                remote: self.peer,
+                time_unix: w.date.second(),
+                method: b"-",
+                target: b"-",
+                version: "-",
+                status: outcome.status,
+                bytes: outcome.body_bytes,
+                referer: None,
+                user_agent: None,
+                duration_us: 0,
+            });
+        }
+        self.close_after_write = true;
     }
 
     /// Answer a connection whose client was too slow sending a head (408), then close.

@@ -268,6 +268,10 @@ impl StaticFiles {
             Err(e) => return Found::Error(e.status()),
         };
         if meta.kind == Kind::File {
+            // `/file.txt/` names a directory that does not exist (as for nginx and Apache).
+            if mapped.trailing_slash {
+                return Found::Error(404);
+            }
             return self.build(mapped.rel.clone(), file, meta, now);
         }
         if !mapped.trailing_slash {
