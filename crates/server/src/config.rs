@@ -27,6 +27,43 @@ pub struct Config {
     pub static_files: StaticConfig,
     pub cache: CacheConfig,
     pub log: LogConfig,
+    /// Knobs of the `threads` engine.
+    pub threads: ThreadsConfig,
+    /// Knobs of the `pool` engine.
+    pub pool: PoolConfig,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ThreadsConfig {
+    /// Most connection threads at once; further connections wait in the accept queue.
+    pub max_threads: usize,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct PoolConfig {
+    /// Worker threads.
+    pub threads: usize,
+    /// Accepted connections queued for the workers.
+    pub queue: usize,
+}
+
+impl Default for ThreadsConfig {
+    fn default() -> Self {
+        ThreadsConfig {
+            max_threads: defaults::MAX_THREADS,
+        }
+    }
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        PoolConfig {
+            threads: defaults::POOL_THREADS,
+            queue: defaults::POOL_QUEUE,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -96,6 +133,8 @@ impl Default for Config {
             static_files: StaticConfig::default(),
             cache: CacheConfig::default(),
             log: LogConfig::default(),
+            threads: ThreadsConfig::default(),
+            pool: PoolConfig::default(),
         }
     }
 }
@@ -224,6 +263,9 @@ impl Config {
             return Err("http.max_request_line: must not exceed http.max_head".into());
         }
         positive("static.max_ranges", self.static_files.max_ranges as u64)?;
+        positive("threads.max_threads", self.threads.max_threads as u64)?;
+        positive("pool.threads", self.pool.threads as u64)?;
+        positive("pool.queue", self.pool.queue as u64)?;
         for name in &self.static_files.index {
             if name.is_empty() || name.contains('/') || name == "." || name == ".." {
                 return Err(format!("static.index: '{name}' is not a file name"));
@@ -313,7 +355,11 @@ mod tests {
         assert_eq!(Config::from_toml(text).unwrap(), Config::default());
         let documented = text.lines().filter(|l| l.contains(" = ")).count();
         let all = toml::to_string(&Config::default()).unwrap();
-        assert_eq!(documented, all.lines().filter(|l| l.contains(" = ")).count(), "every option documented");
+        assert_eq!(
+            documented,
+            all.lines().filter(|l| l.contains(" = ")).count(),
+            "every option documented"
+        );
     }
 
     #[test]

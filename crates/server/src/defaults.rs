@@ -45,3 +45,14 @@ pub const READ_BUF: usize = 64 * 1024;
 
 /// Server header value.
 pub const SERVER: &str = "gearshift";
+
+/// `threads` engine: most connection threads at once. Apache 2.4 MaxRequestWorkers for
+/// threaded MPMs = ServerLimit 16 x ThreadsPerChild 25 = 400.
+pub const MAX_THREADS: usize = 400;
+
+/// `pool` engine: worker threads. Apache 2.4 ThreadsPerChild default 25.
+pub const POOL_THREADS: usize = 25;
+
+/// `pool` engine: connections queued between acceptor and workers. Apache's worker MPM
+/// queues at most one connection per idle thread; we allow a listen backlog's worth.
+pub const POOL_QUEUE: usize = BACKLOG as usize;

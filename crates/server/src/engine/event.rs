@@ -70,19 +70,9 @@ impl super::Engine for EventEngine {
                     .spawn(move || w.run())?,
             );
         }
-        loop {
-            match control.wait(1000) {
-                Some(Request::Shutdown) => {
-                    on_control(Request::Shutdown, &shared);
-                    break;
-                }
-                Some(r) => on_control(r, &shared),
-                None => {}
-            }
-            if threads.iter().all(|t| t.is_finished()) {
-                break;
-            }
-        }
+        super::master_loop(control, &shared, on_control, || {
+            threads.iter().all(|t| t.is_finished())
+        });
         for t in threads {
             let _ = t.join();
         }

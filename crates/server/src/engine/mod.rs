@@ -3,7 +3,10 @@
 //! through `session::Session` and answer through `Service::handle`, so they differ only in
 //! how connections are accepted, read and scheduled, and compare fairly.
 
+pub mod blocking;
 pub mod event;
+pub mod pool;
+pub mod threads;
 
 use crate::config::Config;
 use crate::control::{Control, Shared};
@@ -11,7 +14,7 @@ use std::net::TcpListener;
 use std::sync::Arc;
 
 /// Engine names accepted by `--engine`.
-pub const NAMES: &[&str] = &["event"];
+pub const NAMES: &[&str] = &["event", "threads", "pool"];
 
 /// A concurrency architecture. `run` is called on the master (main) thread after the
 /// listener is bound; it serves until `control` asks for shutdown, drains within the
@@ -34,9 +37,52 @@ pub trait Engine {
 pub fn build(config: &Config) -> Result<Box<dyn Engine>, String> {
     match config.engine.as_str() {
         "event" => Ok(Box::new(event::EventEngine::new(config.worker_count()))),
+        "threads" => Ok(Box::new(threads::ThreadsEngine::new(
+            config.threads.max_threads,
+        ))),
+        "pool" => Ok(Box::new(pool::PoolEngine::new(
+            config.pool.threads,
+            config.pool.queue,
+        ))),
         other => Err(format!(
             "engine: unknown engine '{other}' (known: {})",
             NAMES.join(", ")
         )),
+    }
+}
+
+/// The master's side of every engine: wait for signals (or admin requests), apply them,
+/// and return once a shutdown was requested or `finished()` says the workers are gone.
+pub fn master_loop(
+    control: &Control,
+    shared: &Shared,
+    on_control: &mut dyn FnMut(crate::control::Request, &Shared),
+    finished: impl Fn() -> bool,
+) {
+    loop {
+        match control.wait(200) {
+            Some(crate::control::Request::Shutdown) => {
+                on_control(crate::control::Request::Shutdown, shared);
+                return;
+            }
+            Some(r) => on_control(r, shared),
+            None => {}
+        }
+        if finished() {
+            return;
+        }
+    }
+}
+
+/// Accept loop of engines with a dedicated acceptor: waits (poll, 200 ms ticks) for the
+/// listener to become readable and calls `on_ready`, until the server drains.
+pub fn accept_loop(listener: &TcpListener, shared: &Shared, mut on_ready: impl FnMut()) {
+    use rustix::event::{poll, PollFd, PollFlags};
+    use std::sync::atomic::Ordering;
+    while !shared.draining.load(Ordering::SeqCst) {
+        let mut fds = [PollFd::new(listener, PollFlags::IN)];
+        if matches!(poll(&mut fds, 200), Ok(n) if n > 0) {
+            on_ready();
+        }
     }
 }

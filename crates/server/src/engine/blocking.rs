@@ -1,0 +1,184 @@
+//! Serving one connection to its end with blocking I/O on the calling thread or process:
+//! the shared core of every engine that dedicates a worker to a connection (thread per
+//! connection, thread pool, fork, prefork, processes x threads). Deadlines come from the
+//! sans-IO `Conn` and are enforced with poll(2); writes block with SO_SNDTIMEO set to the
+//! send timeout. The protocol work is the same `Session` the event engine drives.
+
+use crate::control::Shared;
+use crate::output::{Batch, Flushed};
+use crate::session::{Session, Stop, WorkerCtx};
+use gearshift_http::Phase;
+use rustix::event::{poll, PollFd, PollFlags};
+use rustix::fd::{AsFd, OwnedFd};
+use rustix::io::Errno;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Longest single wait before re-checking the drain flag and the clock.
+const TICK_MS: u64 = 200;
+/// Lingering after the final answer (as in the event engine).
+const LINGER_MS: u64 = 2000;
+
+/// A worker's reusable state: its context, read buffer and output batch.
+pub struct Worker {
+    pub w: WorkerCtx,
+    buf: Vec<u8>,
+    batch: Batch,
+    last_flush_ms: u64,
+}
+
+impl Worker {
+    pub fn new(shared: &Shared) -> Worker {
+        Worker {
+            w: WorkerCtx::new(shared.now_ms(), unix_now()),
+            buf: vec![0; crate::defaults::READ_BUF],
+            batch: Batch::default(),
+            last_flush_ms: 0,
+        }
+    }
+
+    fn tick(&mut self, shared: &Shared) {
+        self.w.now_ms = shared.now_ms();
+        self.w.date.update(unix_now());
+        self.w.draining = shared.draining.load(Ordering::SeqCst);
+        if self.w.now_ms >= self.last_flush_ms + 1000 {
+            self.last_flush_ms = self.w.now_ms;
+            if let Some(log) = &mut self.w.log {
+                log.flush();
+            }
+        }
+    }
+
+    /// Flush the access log (on exit).
+    pub fn flush_log(&mut self) {
+        if let Some(log) = &mut self.w.log {
+            log.flush();
+        }
+    }
+
+    /// Serve `fd` until the client leaves, a timeout fires, or the server drains.
+    pub fn serve(&mut self, fd: OwnedFd, peer: SocketAddr, shared: &Shared) {
+        self.tick(shared);
+        let svc = shared.service.load_full();
+        self.w.sync_log(&svc);
+        let mut session = Session::new(&svc, peer, self.w.now_ms);
+        let _ = rustix::net::sockopt::set_tcp_nodelay(&fd, true);
+        let send = std::time::Duration::from_millis(svc.timeouts.send_ms);
+        let _ = rustix::net::sockopt::set_socket_timeout(
+            &fd,
+            rustix::net::sockopt::Timeout::Send,
+            Some(send),
+        );
+        let mut kept: Vec<u8> = Vec::new();
+        loop {
+            self.tick(shared);
+            if self.w.draining && kept.is_empty() && session.http.phase() == Phase::Idle {
+                break;
+            }
+            let deadline = session.http.read_deadline();
+            if self.w.now_ms >= deadline {
+                if session.http.phase() == Phase::Head {
+                    session.timeout_response(&self.w, &mut self.batch);
+                    let _ = self.batch.write(fd.as_fd());
+                    self.batch.clear();
+                }
+                break;
+            }
+            let wait = (deadline - self.w.now_ms).min(TICK_MS) as i32;
+            let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+            match poll(&mut fds, wait) {
+                Ok(0) | Err(Errno::INTR) => continue,
+                Ok(_) => {}
+                Err(_) => break,
+            }
+            let n = match rustix::io::read(&fd, &mut self.buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(Errno::INTR) | Err(Errno::AGAIN) => continue,
+                Err(_) => break,
+            };
+            self.tick(shared);
+            let svc = shared.service.load_full();
+            self.w.sync_log(&svc);
+            kept.extend_from_slice(&self.buf[..n]);
+            let mut stop;
+            loop {
+                let (used, s) = session.process(&kept, &svc, &mut self.w, &mut self.batch);
+                kept.drain(..used);
+                stop = s;
+                match self.batch.write(fd.as_fd()) {
+                    Ok((_, Flushed::All)) => session.http.response_done(self.w.now_ms),
+                    // Blocked with SO_SNDTIMEO set: the send timeout expired.
+                    Ok((_, Flushed::Blocked)) | Err(_) => {
+                        self.batch.clear();
+                        return;
+                    }
+                }
+                if stop != Stop::OutputFull {
+                    break;
+                }
+            }
+            if kept.capacity() > 64 * 1024 && kept.is_empty() {
+                kept = Vec::new();
+            }
+            if stop == Stop::Close {
+                linger(&fd, &mut self.buf);
+                return;
+            }
+        }
+    }
+}
+
+/// Half-close and drain input briefly so the client reads the final answer, not a reset.
+fn linger(fd: &OwnedFd, buf: &mut [u8]) {
+    let _ = rustix::net::shutdown(fd, rustix::net::Shutdown::Write);
+    let until = std::time::Instant::now() + std::time::Duration::from_millis(LINGER_MS);
+    loop {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        let mut fds = [PollFd::new(fd, PollFlags::IN)];
+        match poll(&mut fds, left.as_millis() as i32) {
+            Ok(0) => return,
+            Err(Errno::INTR) => continue,
+            Err(_) => return,
+            Ok(_) => {}
+        }
+        match rustix::io::read(fd, buf) {
+            Ok(0) => return,
+            Ok(_) | Err(Errno::INTR) | Err(Errno::AGAIN) => continue,
+            Err(_) => return,
+        }
+    }
+}
+
+pub fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Blocking accept of one connection from a shared listener (with its peer address).
+/// Returns None on transient errors (the caller loops).
+pub fn accept(listener: &std::net::TcpListener) -> Option<(OwnedFd, SocketAddr)> {
+    use rustix::net::{SocketAddrAny, SocketFlags};
+    match rustix::net::acceptfrom_with(listener.as_fd(), SocketFlags::CLOEXEC) {
+        Ok((fd, addr)) => {
+            let peer = match addr {
+                Some(SocketAddrAny::V4(a)) => SocketAddr::V4(a),
+                Some(SocketAddrAny::V6(a)) => SocketAddr::V6(a),
+                _ => SocketAddr::from(([0, 0, 0, 0], 0)),
+            };
+            Some((fd, peer))
+        }
+        Err(Errno::INTR) | Err(Errno::AGAIN) | Err(Errno::CONNABORTED) => None,
+        Err(e) => {
+            tracing::warn!("accept: {e}");
+            // EMFILE and friends: back off instead of spinning.
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            None
+        }
+    }
+}

@@ -1,0 +1,101 @@
+//! Thread per connection (paper 004's threaded server; paper 003's thread-per-connection
+//! architecture): an acceptor thread hands each connection to a new thread that serves it to
+//! the end with blocking I/O. At `max_threads` busy threads the acceptor waits, so further
+//! connections wait in the kernel's accept queue, as with Apache's MaxRequestWorkers.
+
+use super::blocking::{self, Worker};
+use super::{accept_loop, master_loop};
+use crate::control::{Control, Request, Shared};
+use std::net::TcpListener;
+use std::sync::{Arc, Condvar, Mutex};
+
+pub struct ThreadsEngine {
+    max_threads: usize,
+}
+
+impl ThreadsEngine {
+    pub fn new(max_threads: usize) -> ThreadsEngine {
+        ThreadsEngine {
+            max_threads: max_threads.max(1),
+        }
+    }
+}
+
+/// Busy-thread count with a wait for a free slot.
+#[derive(Default)]
+struct Slots {
+    busy: Mutex<usize>,
+    freed: Condvar,
+}
+
+impl super::Engine for ThreadsEngine {
+    fn name(&self) -> &'static str {
+        "threads"
+    }
+
+    fn workers(&self) -> usize {
+        self.max_threads
+    }
+
+    fn run(
+        self: Box<Self>,
+        listener: TcpListener,
+        shared: Arc<Shared>,
+        control: &Control,
+        on_control: &mut dyn FnMut(Request, &Shared),
+    ) -> std::io::Result<()> {
+        let slots = Arc::new(Slots::default());
+        let max = self.max_threads;
+        listener.set_nonblocking(true)?;
+        let acceptor = {
+            let shared = shared.clone();
+            let slots = slots.clone();
+            std::thread::Builder::new()
+                .name("acceptor".into())
+                .spawn(move || {
+                    accept_loop(&listener, &shared, || {
+                        // Wait for a free slot before taking the next connection.
+                        let mut busy = slots.busy.lock().unwrap_or_else(|p| p.into_inner());
+                        while *busy >= max {
+                            busy = slots.freed.wait(busy).unwrap_or_else(|p| p.into_inner());
+                        }
+                        *busy += 1;
+                        drop(busy);
+                        let Some((fd, peer)) = blocking::accept(&listener) else {
+                            release(&slots);
+                            return;
+                        };
+                        let shared = shared.clone();
+                        let slots2 = slots.clone();
+                        let spawned =
+                            std::thread::Builder::new()
+                                .name("conn".into())
+                                .spawn(move || {
+                                    let mut w = Worker::new(&shared);
+                                    w.serve(fd, peer, &shared);
+                                    w.flush_log();
+                                    release(&slots2);
+                                });
+                        if let Err(e) = spawned {
+                            tracing::error!("cannot start a connection thread: {e}");
+                            release(&slots);
+                        }
+                    });
+                })?
+        };
+        master_loop(control, &shared, on_control, || acceptor.is_finished());
+        let _ = acceptor.join();
+        // Wait for connection threads to finish (they drain within the shutdown timeout).
+        let mut busy = slots.busy.lock().unwrap_or_else(|p| p.into_inner());
+        while *busy > 0 {
+            busy = slots.freed.wait(busy).unwrap_or_else(|p| p.into_inner());
+        }
+        Ok(())
+    }
+}
+
+fn release(slots: &Slots) {
+    let mut busy = slots.busy.lock().unwrap_or_else(|p| p.into_inner());
+    *busy -= 1;
+    slots.freed.notify_all();
+}
