@@ -234,7 +234,11 @@ fn chunked_too_large_when_its_size_line_ends() {
         })
     );
     assert_eq!(d.decode(b"\r\n"), Err(BodyError::TooLarge));
-    assert_eq!(d.decode(b"x"), Err(BodyError::TooLarge), "errors are sticky");
+    assert_eq!(
+        d.decode(b"x"),
+        Err(BodyError::TooLarge),
+        "errors are sticky"
+    );
 }
 
 /// Encode `chunks` as a chunked body with optional extensions and trailers.

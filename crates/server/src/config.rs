@@ -226,7 +226,9 @@ impl Config {
             match e.span() {
                 Some(span) => {
                     let line = text[..span.start].matches('\n').count() + 1;
-                    format!("line {line}: {msg}")
+                    // Quote the offending line so the message names the key.
+                    let src = text.lines().nth(line - 1).unwrap_or("").trim();
+                    format!("line {line} ({src}): {msg}")
                 }
                 None => msg,
             }
@@ -326,7 +328,10 @@ mod tests {
     #[test]
     fn bad_value_is_one_line() {
         let e = Config::from_toml("workers = \"many\"\n").unwrap_err();
-        assert!(e.starts_with("line 1:") && !e.contains('\n'), "{e}");
+        assert!(
+            e.starts_with("line 1 (workers = \"many\"):") && !e.contains('\n'),
+            "{e}"
+        );
     }
 
     #[test]

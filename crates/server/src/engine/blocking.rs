@@ -1,8 +1,9 @@
 //! Serving one connection to its end with blocking I/O on the calling thread or process:
 //! the shared core of every engine that dedicates a worker to a connection (thread per
-//! connection, thread pool, fork, prefork, processes x threads). Deadlines come from the
-//! sans-IO `Conn` and are enforced with poll(2); writes block with SO_SNDTIMEO set to the
-//! send timeout. The protocol work is the same `Session` the event engine drives.
+//! connection, thread pool, fork, prefork, processes x threads). The socket is non-blocking
+//! and every wait is a poll(2) bounded by the sans-IO `Conn`'s read deadline, the send
+//! timeout and the drain deadline, so a stalled client cannot pin a worker. The protocol
+//! work is the same `Session` the event engine drives.
 
 use crate::control::Shared;
 use crate::output::{Batch, Flushed};
@@ -64,16 +65,16 @@ impl Worker {
         self.w.sync_log(&svc);
         let mut session = Session::new(&svc, peer, self.w.now_ms);
         let _ = rustix::net::sockopt::set_tcp_nodelay(&fd, true);
-        let send = std::time::Duration::from_millis(svc.timeouts.send_ms);
-        let _ = rustix::net::sockopt::set_socket_timeout(
-            &fd,
-            rustix::net::sockopt::Timeout::Send,
-            Some(send),
-        );
+        // Non-blocking, waiting in poll: a stalled client then cannot hold the worker past
+        // the send timeout or a drain deadline.
+        let _ = rustix::io::ioctl_fionbio(&fd, true);
         let mut kept: Vec<u8> = Vec::new();
         loop {
             self.tick(shared);
             if self.w.draining && kept.is_empty() && session.http.phase() == Phase::Idle {
+                break;
+            }
+            if self.w.now_ms >= shared.drain_deadline_ms.load(Ordering::SeqCst) {
                 break;
             }
             let deadline = session.http.read_deadline();
@@ -107,14 +108,11 @@ impl Worker {
                 let (used, s) = session.process(&kept, &svc, &mut self.w, &mut self.batch);
                 kept.drain(..used);
                 stop = s;
-                match self.batch.write(fd.as_fd()) {
-                    Ok((_, Flushed::All)) => session.http.response_done(self.w.now_ms),
-                    // Blocked with SO_SNDTIMEO set: the send timeout expired.
-                    Ok((_, Flushed::Blocked)) | Err(_) => {
-                        self.batch.clear();
-                        return;
-                    }
+                if !self.write_all(&fd, session.send_timeout_ms, shared) {
+                    self.batch.clear();
+                    return;
                 }
+                session.http.response_done(self.w.now_ms);
                 if stop != Stop::OutputFull {
                     break;
                 }
@@ -127,6 +125,39 @@ impl Worker {
                 return;
             }
         }
+    }
+}
+
+impl Worker {
+    /// Write the batch, waiting in poll while the socket is full. False if the client
+    /// stopped taking data for `send_ms`, the drain deadline passed, or the write failed.
+    fn write_all(&mut self, fd: &OwnedFd, send_ms: u64, shared: &Shared) -> bool {
+        let mut progress_ms = self.w.now_ms;
+        loop {
+            match self.batch.write(fd.as_fd()) {
+                Ok((_, Flushed::All)) => return true,
+                Ok((n, Flushed::Blocked)) => {
+                    self.tick(shared);
+                    if n > 0 {
+                        progress_ms = self.w.now_ms;
+                    }
+                    if self.w.now_ms >= progress_ms + send_ms
+                        || self.w.now_ms >= shared.drain_deadline_ms.load(Ordering::SeqCst)
+                    {
+                        return false;
+                    }
+                    let mut fds = [PollFd::new(fd, PollFlags::OUT)];
+                    let _ = poll(&mut fds, TICK_MS as i32);
+                }
+                Err(_) => return false,
+            }
+        }
+    }
+
+    /// Called by pool workers while they wait for a connection: keeps the clock, the Date
+    /// and the access-log flush going.
+    pub fn idle_tick(&mut self, shared: &Shared) {
+        self.tick(shared);
     }
 }
 

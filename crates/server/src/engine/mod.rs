@@ -37,17 +37,27 @@ pub trait Engine {
 pub fn build(config: &Config) -> Result<Box<dyn Engine>, String> {
     match config.engine.as_str() {
         "event" => Ok(Box::new(event::EventEngine::new(config.worker_count()))),
-        "threads" => Ok(Box::new(threads::ThreadsEngine::new(
+        // `workers`, when set, is the engine's worker count whatever the engine.
+        "threads" => Ok(Box::new(threads::ThreadsEngine::new(pick(
+            config.workers,
             config.threads.max_threads,
-        ))),
+        )))),
         "pool" => Ok(Box::new(pool::PoolEngine::new(
-            config.pool.threads,
+            pick(config.workers, config.pool.threads),
             config.pool.queue,
         ))),
         other => Err(format!(
             "engine: unknown engine '{other}' (known: {})",
             NAMES.join(", ")
         )),
+    }
+}
+
+fn pick(workers: usize, engine_default: usize) -> usize {
+    if workers > 0 {
+        workers
+    } else {
+        engine_default
     }
 }
 

@@ -66,8 +66,12 @@ impl super::Engine for PoolEngine {
                     .name(format!("pool-{i}"))
                     .spawn(move || {
                         let mut w = Worker::new(&shared);
-                        while let Some((fd, peer)) = take(&q, &shared) {
-                            w.serve(fd, peer, &shared);
+                        loop {
+                            match take(&q, &shared) {
+                                Take::Conn(fd, peer) => w.serve(fd, peer, &shared),
+                                Take::Idle => w.idle_tick(&shared),
+                                Take::Stop => break,
+                            }
                         }
                         w.flush_log();
                     })?,
@@ -110,21 +114,30 @@ impl super::Engine for PoolEngine {
     }
 }
 
-/// Next queued connection; None once draining and the queue is empty.
-fn take(q: &Queue, shared: &Shared) -> Option<(OwnedFd, SocketAddr)> {
+enum Take {
+    Conn(OwnedFd, SocketAddr),
+    /// Nothing arrived within a tick.
+    Idle,
+    /// Draining and the queue is empty.
+    Stop,
+}
+
+/// Next queued connection, waiting at most one tick.
+fn take(q: &Queue, shared: &Shared) -> Take {
     let mut items = q.items.lock().unwrap_or_else(|p| p.into_inner());
-    loop {
-        if let Some(c) = items.pop_front() {
-            q.emptied.notify_one();
-            return Some(c);
-        }
-        if shared.draining.load(Ordering::SeqCst) {
-            return None;
-        }
+    if items.is_empty() && !shared.draining.load(Ordering::SeqCst) {
         items = q
             .filled
             .wait_timeout(items, std::time::Duration::from_millis(200))
             .unwrap_or_else(|p| p.into_inner())
             .0;
+    }
+    match items.pop_front() {
+        Some((fd, peer)) => {
+            q.emptied.notify_one();
+            Take::Conn(fd, peer)
+        }
+        None if shared.draining.load(Ordering::SeqCst) => Take::Stop,
+        None => Take::Idle,
     }
 }

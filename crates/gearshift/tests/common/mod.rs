@@ -1,0 +1,439 @@
+//! Shared helpers for gearshift's end-to-end tests: temporary docroots, a server started on
+//! `127.0.0.1:0` and killed on drop, and a raw HTTP/1.1 client with bounded reads so that no
+//! test can hang. Only std (plus libc for signals).
+#![allow(dead_code)]
+
+mod client;
+mod date;
+
+#[allow(unused_imports)]
+pub use client::*;
+#[allow(unused_imports)]
+pub use date::*;
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_gearshift")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Temporary directories
+
+/// A fresh directory under the system temp dir, removed on drop.
+pub struct TempDir {
+    path: PathBuf,
+}
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        static COUNTER: AtomicUsize = AtomicUsize::new(0);
+        let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        let path = std::env::temp_dir().join(format!(
+            "gearshift-test-{tag}-{}-{n}-{nanos}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&path).expect("create temp dir");
+        // Canonical, so it compares equal to the absolute directory of the banner.
+        let path = path.canonicalize().expect("canonicalize temp dir");
+        TempDir { path }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn join(&self, rel: &str) -> PathBuf {
+        self.path.join(rel)
+    }
+
+    /// Write a file (creating parent directories); returns its path.
+    pub fn write(&self, rel: &str, contents: impl AsRef<[u8]>) -> PathBuf {
+        let p = self.path.join(rel);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).unwrap();
+        }
+        std::fs::write(&p, contents).unwrap();
+        p
+    }
+
+    pub fn mkdir(&self, rel: &str) -> PathBuf {
+        let p = self.path.join(rel);
+        std::fs::create_dir_all(&p).unwrap();
+        p
+    }
+
+    pub fn str(&self) -> String {
+        self.path.to_str().unwrap().to_string()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// Deterministic pseudo-random bytes (xorshift), so large bodies are not all one byte.
+pub fn pattern(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut v = Vec::with_capacity(len);
+    while v.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.extend_from_slice(&x.to_le_bytes());
+    }
+    v.truncate(len);
+    v
+}
+
+/// The docroot most tests use.
+pub fn standard_docroot() -> TempDir {
+    let d = TempDir::new("root");
+    d.write(
+        "index.html",
+        "<!doctype html><title>home</title><p>hello gearshift</p>\n",
+    );
+    d.write("style.css", "body { color: #333; }\n");
+    d.write("app.js", "console.log('hi');\n");
+    d.write("file.txt", "plain text file for tests\n");
+    d.write("file.txt.gz", b"GZIP-VARIANT-BYTES\x1f\x8b".as_slice());
+    d.write("file.txt.br", b"BROTLI-VARIANT-BYTES\x0b".as_slice());
+    d.write("unknown.xyzzy", "who knows\n");
+    d.write("data.bin", pattern(1000, 7));
+    d.write("sub/index.html", "<p>sub index</p>\n");
+    d.write("sub/page.html", "<p>sub page</p>\n");
+    d.write("nolisting/a.txt", "a\n");
+    d.write(".env", "SECRET=1\n");
+    d.write(".git/config", "[core]\n");
+    d.write(
+        ".well-known/security.txt",
+        "Contact: mailto:security@example.com\n",
+    );
+    d.write("hello world.txt", "spaced\n");
+    d
+}
+
+// ---------------------------------------------------------------------------------------------
+// The server process
+
+pub struct Server {
+    child: Child,
+    pub addr: SocketAddr,
+    pub port: u16,
+    pub banner: String,
+    stdout: Arc<Mutex<Vec<String>>>,
+    stderr: Arc<Mutex<Vec<String>>>,
+    /// Kept so the docroot lives as long as the server.
+    pub root: Option<TempDir>,
+    /// Other directories (config files, logs) that must outlive the server.
+    pub keep: Vec<TempDir>,
+}
+
+/// How a launch failed: the exit status (None if it hung) and its stderr.
+#[derive(Debug)]
+pub struct LaunchError {
+    pub status: Option<ExitStatus>,
+    pub stderr: String,
+    pub stdout: String,
+}
+
+fn has(args: &[String], flag: &str) -> bool {
+    args.iter()
+        .any(|a| a == flag || a.starts_with(&format!("{flag}=")))
+}
+
+/// `gearshift serve ROOT` with test defaults (`--listen 127.0.0.1:0 --workers 1
+/// --access-log off`) unless `args` sets them.
+pub fn serve(root: TempDir, args: &[&str]) -> Server {
+    let mut full: Vec<String> = vec!["serve".into(), root.str()];
+    full.extend(args.iter().map(|s| s.to_string()));
+    let mut s = launch(&full, &[], None).unwrap_or_else(|e| panic!("server did not start: {e:?}"));
+    s.root = Some(root);
+    s
+}
+
+/// Like `serve`, with the docroot at `dir/rel` (so tests can put files beside the root).
+pub fn serve_at(dir: TempDir, rel: &str, args: &[&str]) -> Server {
+    let mut full: Vec<String> = vec!["serve".into(), dir.join(rel).to_str().unwrap().into()];
+    full.extend(args.iter().map(|s| s.to_string()));
+    let mut s = launch(&full, &[], None).unwrap_or_else(|e| panic!("server did not start: {e:?}"));
+    s.root = Some(dir);
+    s
+}
+
+/// A config file in its own temp dir; push the TempDir into `Server::keep`.
+pub fn config_file(toml: &str) -> (TempDir, String) {
+    let d = TempDir::new("cfg");
+    let p = d.write("gearshift.toml", toml);
+    let p = p.to_str().unwrap().to_string();
+    (d, p)
+}
+
+/// A `gearshift` command with GEARSHIFT_* variables cleared, plus test defaults for the
+/// listen address, worker count and access log when `args` starts with `serve` and lacks them.
+pub fn command(args: &[String], env: &[(&str, &str)], cwd: Option<&Path>) -> Command {
+    let mut args = args.to_vec();
+    let env_has = |k: &str| env.iter().any(|(n, _)| *n == k);
+    if args.first().map(String::as_str) == Some("serve") && !has(&args, "--check-config") {
+        if !has(&args, "--listen") && !env_has("GEARSHIFT_LISTEN") && !has(&args, "--config") {
+            args.push("--listen".into());
+            args.push("127.0.0.1:0".into());
+        }
+        if !has(&args, "--workers") && !env_has("GEARSHIFT_WORKERS") && !has(&args, "--config") {
+            args.push("--workers".into());
+            args.push("1".into());
+        }
+        // GEARSHIFT_TEST_ENGINE=threads (say) runs the suite against another engine.
+        if let Ok(engine) = std::env::var("GEARSHIFT_TEST_ENGINE") {
+            if !has(&args, "--engine") && !env_has("GEARSHIFT_ENGINE") {
+                args.push("--engine".into());
+                args.push(engine);
+            }
+        }
+        if !has(&args, "--access-log") && !env_has("GEARSHIFT_ACCESS_LOG") {
+            args.push("--access-log".into());
+            args.push("off".into());
+        }
+    }
+    let mut cmd = Command::new(bin());
+    cmd.args(&args);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("GEARSHIFT_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.env_remove("RUST_LOG");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    if let Some(dir) = cwd {
+        cmd.current_dir(dir);
+    }
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// Run a command to completion (for `--check-config` and failing starts), at most 10 s.
+pub fn run_to_exit(mut cmd: Command) -> (ExitStatus, String, String) {
+    let mut child = cmd.spawn().expect("spawn gearshift");
+    let out = collect(child.stdout.take().unwrap());
+    let err = collect(child.stderr.take().unwrap());
+    let start = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if start.elapsed() > Duration::from_secs(10) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "gearshift did not exit within 10 s; stdout: {:?} stderr: {:?}",
+                out.lock().unwrap(),
+                err.lock().unwrap()
+            );
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    thread::sleep(Duration::from_millis(50));
+    let o = out.lock().unwrap().join("\n");
+    let e = err.lock().unwrap().join("\n");
+    (status, o, e)
+}
+
+fn collect(r: impl Read + Send + 'static) -> Arc<Mutex<Vec<String>>> {
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let l2 = lines.clone();
+    thread::spawn(move || {
+        for line in BufReader::new(r).lines() {
+            match line {
+                Ok(l) => l2.lock().unwrap().push(l),
+                Err(_) => break,
+            }
+        }
+    });
+    lines
+}
+
+/// Start gearshift and wait (at most 10 s) for its banner; on failure return its stderr.
+pub fn launch(
+    args: &[String],
+    env: &[(&str, &str)],
+    cwd: Option<&Path>,
+) -> Result<Server, LaunchError> {
+    let mut child = command(args, env, cwd).spawn().expect("spawn gearshift");
+    let stdout_pipe = child.stdout.take().unwrap();
+    let stderr = collect(child.stderr.take().unwrap());
+    let stdout = Arc::new(Mutex::new(Vec::new()));
+    let (tx, rx) = mpsc::channel::<String>();
+    let out2 = stdout.clone();
+    thread::spawn(move || {
+        let mut first = true;
+        for line in BufReader::new(stdout_pipe).lines() {
+            let Ok(line) = line else { break };
+            if first {
+                first = false;
+                let _ = tx.send(line.clone());
+            }
+            out2.lock().unwrap().push(line);
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let banner = loop {
+        match rx.recv_timeout(Duration::from_millis(50)) {
+            Ok(line) => break line,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if let Some(st) = child.try_wait().unwrap() {
+                    thread::sleep(Duration::from_millis(50));
+                    return Err(LaunchError {
+                        status: Some(st),
+                        stderr: stderr.lock().unwrap().join("\n"),
+                        stdout: stdout.lock().unwrap().join("\n"),
+                    });
+                }
+                if Instant::now() > deadline {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(LaunchError {
+                        status: None,
+                        stderr: stderr.lock().unwrap().join("\n"),
+                        stdout: stdout.lock().unwrap().join("\n"),
+                    });
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                let st = child.wait().unwrap();
+                thread::sleep(Duration::from_millis(50));
+                return Err(LaunchError {
+                    status: Some(st),
+                    stderr: stderr.lock().unwrap().join("\n"),
+                    stdout: stdout.lock().unwrap().join("\n"),
+                });
+            }
+        }
+    };
+    let addr = banner_addr(&banner).unwrap_or_else(|| {
+        let _ = child.kill();
+        panic!("banner does not name http://IP:PORT/: {banner:?}")
+    });
+    Ok(Server {
+        child,
+        addr,
+        port: addr.port(),
+        banner,
+        stdout,
+        stderr,
+        root: None,
+        keep: Vec::new(),
+    })
+}
+
+/// `gearshift: serving DIR on http://IP:PORT/ (...)` -> IP:PORT.
+pub fn banner_addr(banner: &str) -> Option<SocketAddr> {
+    let rest = &banner[banner.find(" on http://")? + " on http://".len()..];
+    rest[..rest.find('/')?].parse().ok()
+}
+
+impl Server {
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    pub fn root(&self) -> &TempDir {
+        self.root.as_ref().expect("server has no TempDir root")
+    }
+
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) on our own child's pid.
+        let rc = unsafe { libc::kill(self.pid(), sig) };
+        assert_eq!(rc, 0, "kill({}, {sig}) failed", self.pid());
+    }
+
+    /// Wait for the process to exit, at most `limit`.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let start = Instant::now();
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                return Some(st);
+            }
+            if start.elapsed() > limit {
+                return None;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    /// Lines printed on stdout so far (the banner first).
+    pub fn stdout_lines(&self) -> Vec<String> {
+        self.stdout.lock().unwrap().clone()
+    }
+
+    pub fn stderr_text(&self) -> String {
+        self.stderr.lock().unwrap().join("\n")
+    }
+
+    pub fn conn(&self) -> Conn {
+        Conn::open(self.addr)
+    }
+
+    /// One request on a fresh connection.
+    pub fn request(&self, raw: impl AsRef<[u8]>) -> Response {
+        let mut c = self.conn();
+        c.send(raw.as_ref());
+        c.response()
+    }
+
+    pub fn get(&self, path: &str) -> Response {
+        self.request(req("GET", path, &[]))
+    }
+
+    pub fn get_with(&self, path: &str, headers: &[(&str, &str)]) -> Response {
+        self.request(req("GET", path, headers))
+    }
+
+    pub fn head(&self, path: &str, headers: &[(&str, &str)]) -> Response {
+        let mut c = self.conn();
+        c.send(&req("HEAD", path, headers));
+        c.head_response()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Poll `f` every 50 ms until it returns Some, at most `limit`.
+pub fn poll<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if start.elapsed() > limit {
+            return None;
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+}
