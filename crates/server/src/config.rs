@@ -31,6 +31,109 @@ pub struct Config {
     pub threads: ThreadsConfig,
     /// Knobs of the `pool` engine.
     pub pool: PoolConfig,
+    /// Knobs of the `fork` engine.
+    pub fork: ForkConfig,
+    /// Knobs of the `prefork` engine (Apache mpm_prefork's names).
+    pub prefork: PreforkConfig,
+    /// Knobs of the `worker` engine (Apache mpm_worker's names).
+    pub worker: WorkerConfig,
+    /// Knobs of the `staged` engine (paper 002).
+    pub staged: StagedConfig,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ForkConfig {
+    pub max_children: usize,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct PreforkConfig {
+    pub start_servers: usize,
+    pub min_spare_servers: usize,
+    pub max_spare_servers: usize,
+    pub max_request_workers: usize,
+    pub max_connections_per_child: u64,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct WorkerConfig {
+    pub start_servers: usize,
+    pub server_limit: usize,
+    pub threads_per_child: usize,
+    pub thread_limit: usize,
+    pub min_spare_threads: usize,
+    pub max_spare_threads: usize,
+    pub max_request_workers: usize,
+    pub max_connections_per_child: u64,
+    pub keepalive_timeout_ms: u64,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct StagedConfig {
+    pub accept_threads: usize,
+    pub receive_threads: usize,
+    pub process_threads: usize,
+    pub send_threads: usize,
+    /// Total thread budget M across stages.
+    pub max_threads: usize,
+    /// Bound of each inter-stage queue.
+    pub queue: usize,
+}
+
+impl Default for ForkConfig {
+    fn default() -> Self {
+        ForkConfig {
+            max_children: defaults::FORK_MAX_CHILDREN,
+        }
+    }
+}
+
+impl Default for PreforkConfig {
+    fn default() -> Self {
+        use defaults::prefork as d;
+        PreforkConfig {
+            start_servers: d::START_SERVERS,
+            min_spare_servers: d::MIN_SPARE_SERVERS,
+            max_spare_servers: d::MAX_SPARE_SERVERS,
+            max_request_workers: d::MAX_REQUEST_WORKERS,
+            max_connections_per_child: d::MAX_CONNECTIONS_PER_CHILD,
+        }
+    }
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        use defaults::worker as d;
+        WorkerConfig {
+            start_servers: d::START_SERVERS,
+            server_limit: d::SERVER_LIMIT,
+            threads_per_child: d::THREADS_PER_CHILD,
+            thread_limit: d::THREAD_LIMIT,
+            min_spare_threads: d::MIN_SPARE_THREADS,
+            max_spare_threads: d::MAX_SPARE_THREADS,
+            max_request_workers: d::MAX_REQUEST_WORKERS,
+            max_connections_per_child: d::MAX_CONNECTIONS_PER_CHILD,
+            keepalive_timeout_ms: d::KEEPALIVE_TIMEOUT_MS,
+        }
+    }
+}
+
+impl Default for StagedConfig {
+    fn default() -> Self {
+        use defaults::staged as d;
+        StagedConfig {
+            accept_threads: d::ACCEPT_THREADS,
+            receive_threads: d::RECEIVE_THREADS,
+            process_threads: d::PROCESS_THREADS,
+            send_threads: d::SEND_THREADS,
+            max_threads: d::MAX_THREADS,
+            queue: d::QUEUE,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -135,6 +238,10 @@ impl Default for Config {
             log: LogConfig::default(),
             threads: ThreadsConfig::default(),
             pool: PoolConfig::default(),
+            fork: ForkConfig::default(),
+            prefork: PreforkConfig::default(),
+            worker: WorkerConfig::default(),
+            staged: StagedConfig::default(),
         }
     }
 }

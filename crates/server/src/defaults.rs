@@ -56,3 +56,50 @@ pub const POOL_THREADS: usize = 25;
 /// `pool` engine: connections queued between acceptor and workers. Apache's worker MPM
 /// queues at most one connection per idle thread; we allow a listen backlog's worth.
 pub const POOL_QUEUE: usize = BACKLOG as usize;
+
+/// `fork` engine: most live children (one per connection). Apache prefork's
+/// MaxRequestWorkers default 256 bounds the same thing there.
+pub const FORK_MAX_CHILDREN: usize = 256;
+
+/// Apache 2.4 mpm_prefork defaults (httpd docs, "prefork" and "mpm_common").
+pub mod prefork {
+    pub const START_SERVERS: usize = 5;
+    pub const MIN_SPARE_SERVERS: usize = 5;
+    pub const MAX_SPARE_SERVERS: usize = 10;
+    pub const MAX_REQUEST_WORKERS: usize = 256;
+    /// 0 = unlimited (MaxConnectionsPerChild default).
+    pub const MAX_CONNECTIONS_PER_CHILD: u64 = 0;
+}
+
+/// Apache 2.4 mpm_worker / mpm_event defaults (httpd docs, "worker" and "mpm_common").
+pub mod worker {
+    pub const START_SERVERS: usize = 3;
+    pub const SERVER_LIMIT: usize = 16;
+    pub const THREADS_PER_CHILD: usize = 25;
+    pub const THREAD_LIMIT: usize = 64;
+    pub const MIN_SPARE_THREADS: usize = 75;
+    pub const MAX_SPARE_THREADS: usize = 250;
+    pub const MAX_REQUEST_WORKERS: usize = 400;
+    pub const MAX_CONNECTIONS_PER_CHILD: u64 = 0;
+    /// Apache KeepAliveTimeout default 5 s.
+    pub const KEEPALIVE_TIMEOUT_MS: u64 = 5000;
+}
+
+/// Apache's idle-server maintenance (server/mpm/*/: once a second; spawn rate doubles up to
+/// MAX_SPAWN_RATE per cycle; one idle process or thread retired per cycle).
+pub mod maintenance {
+    pub const INTERVAL_MS: u64 = 1000;
+    pub const MAX_SPAWN_RATE: usize = 32;
+}
+
+/// `staged` engine (paper 002, KETA): threads per stage and the total budget M.
+pub mod staged {
+    pub const ACCEPT_THREADS: usize = 1;
+    pub const RECEIVE_THREADS: usize = 2;
+    pub const PROCESS_THREADS: usize = 4;
+    pub const SEND_THREADS: usize = 2;
+    /// Total threads M the allocator may distribute among stages.
+    pub const MAX_THREADS: usize = 16;
+    /// Bound of each inter-stage queue.
+    pub const QUEUE: usize = 1024;
+}
