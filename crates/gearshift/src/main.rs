@@ -2,6 +2,8 @@
 //! issues add `load`, `ctl`, `sim` and `lab`. Configuration precedence is
 //! command line > environment (clap's `env`) > TOML file > built-in defaults.
 
+mod ctl;
+
 use clap::{Args, Parser, Subcommand};
 use gearshift_server::accesslog::LogFormat;
 use gearshift_server::config::Config;
@@ -23,6 +25,8 @@ struct Cli {
 enum Command {
     /// Serve a directory over HTTP/1.1 (default: the current directory on 127.0.0.1:8080).
     Serve(ServeArgs),
+    /// Talk to a running server's admin interface: status, knobs.
+    Ctl(ctl::CtlArgs),
 }
 
 #[derive(Args, Clone)]
@@ -63,6 +67,9 @@ struct ServeArgs {
     /// Disable the in-memory object cache.
     #[arg(long)]
     no_cache: bool,
+    /// Admin interface (status and live knobs): IP:PORT or a Unix socket path.
+    #[arg(long, env = "GEARSHIFT_ADMIN")]
+    admin: Option<String>,
 }
 
 fn parse_format(s: &str) -> Result<LogFormat, String> {
@@ -98,6 +105,9 @@ fn load_config(a: &ServeArgs) -> Result<Config, String> {
     if let Some(v) = a.log_format {
         c.log.format = v;
     }
+    if let Some(v) = &a.admin {
+        c.admin = v.clone();
+    }
     if let Some(v) = &a.cache_control {
         c.static_files.cache_control = v.clone();
     }
@@ -127,9 +137,14 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     gearshift_server::serve(config, Box::new(move || load_config(&reload_args)), |s| {
         use std::io::Write;
         let mut out = std::io::stdout().lock();
+        let admin = s
+            .admin
+            .as_ref()
+            .map(|a| format!("; admin {a}"))
+            .unwrap_or_default();
         let _ = writeln!(
             out,
-            "gearshift: serving {} on http://{}/ (engine {}, {} workers)",
+            "gearshift: serving {} on http://{}/ (engine {}, {} workers{admin})",
             root.display(),
             s.addr,
             s.engine,
@@ -154,6 +169,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => serve(args),
+        Command::Ctl(args) => ctl::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -22,6 +22,8 @@ pub struct Config {
     pub workers: usize,
     /// Drain time on SIGTERM/SIGINT, ms.
     pub shutdown_timeout_ms: u64,
+    /// Admin interface: `IP:PORT` or a Unix socket path; empty = off.
+    pub admin: String,
     pub http: HttpConfig,
     #[serde(rename = "static")]
     pub static_files: StaticConfig,
@@ -232,6 +234,7 @@ impl Default for Config {
             engine: "event".to_string(),
             workers: 0,
             shutdown_timeout_ms: defaults::SHUTDOWN_TIMEOUT_MS,
+            admin: String::new(),
             http: HttpConfig::default(),
             static_files: StaticConfig::default(),
             cache: CacheConfig::default(),

@@ -18,6 +18,8 @@ pub enum Request {
     Reload,
     ReopenLogs,
     Shutdown,
+    /// A connection is waiting on the admin listener: call `Control::serve_admin`.
+    Admin,
 }
 
 /// Signal flags plus the self-pipe that wakes the master.
@@ -27,6 +29,7 @@ pub struct Control {
     reload: Arc<AtomicBool>,
     reopen: Arc<AtomicBool>,
     shutdown: Arc<AtomicBool>,
+    admin: Option<crate::admin::Admin>,
 }
 
 impl Control {
@@ -41,7 +44,30 @@ impl Control {
             reload: Arc::default(),
             reopen: Arc::default(),
             shutdown: Arc::default(),
+            admin: None,
         })
+    }
+
+    /// Serve the admin interface from this control's waits.
+    pub fn set_admin(&mut self, admin: crate::admin::Admin) {
+        self.admin = Some(admin);
+    }
+
+    /// The self-pipe a master can poll alongside its own descriptors.
+    pub fn fd(&self) -> rustix::fd::BorrowedFd<'_> {
+        self.pipe_r.as_fd()
+    }
+
+    /// The admin listener, if any, for masters that poll by themselves.
+    pub fn admin_fd(&self) -> Option<rustix::fd::BorrowedFd<'_>> {
+        self.admin.as_ref().map(|a| a.fd())
+    }
+
+    /// Answer whatever is waiting on the admin listener.
+    pub fn serve_admin(&self, shared: &Shared) {
+        if let Some(a) = &self.admin {
+            a.serve_pending(shared);
+        }
     }
 
     /// SIGHUP reloads, SIGUSR1 reopens logs, SIGTERM/SIGINT drain and stop. SIGPIPE is
@@ -69,6 +95,7 @@ impl Control {
     /// Ask as a signal would (used by tests and the admin interface).
     pub fn request(&self, r: Request) {
         let flag = match r {
+            Request::Admin => return,
             Request::Reload => &self.reload,
             Request::ReopenLogs => &self.reopen,
             Request::Shutdown => &self.shutdown,
@@ -82,11 +109,28 @@ impl Control {
         if let Some(r) = self.take() {
             return Some(r);
         }
-        let mut fds = [PollFd::new(&self.pipe_r, PollFlags::IN)];
-        let _ = poll(&mut fds, timeout_ms);
+        let admin_ready = match &self.admin {
+            Some(a) => {
+                let admin_fd = a.fd();
+                let mut fds = [
+                    PollFd::new(&self.pipe_r, PollFlags::IN),
+                    PollFd::new(&admin_fd, PollFlags::IN),
+                ];
+                let _ = poll(&mut fds, timeout_ms);
+                !fds[1].revents().is_empty()
+            }
+            None => {
+                let mut fds = [PollFd::new(&self.pipe_r, PollFlags::IN)];
+                let _ = poll(&mut fds, timeout_ms);
+                false
+            }
+        };
         let mut sink = [0u8; 64];
         while matches!(rustix::io::read(&self.pipe_r, &mut sink), Ok(n) if n > 0) {}
-        self.take()
+        match self.take() {
+            None if admin_ready => Some(Request::Admin),
+            r => r,
+        }
     }
 
     fn take(&self) -> Option<Request> {
@@ -110,7 +154,15 @@ pub struct Shared {
     pub drain_deadline_ms: AtomicU64,
     epoch: Instant,
     wakers: Mutex<Vec<Arc<OwnedFd>>>,
+    /// Live knobs of the running engine.
+    pub knobs: crate::knobs::Knobs,
+    /// Requests answered, published by workers (in batches, at their ticks).
+    pub requests: AtomicU64,
+    engine: Mutex<(&'static str, Option<StatsFn>)>,
 }
+
+/// Engine statistics for `/status` (busy/idle workers, queues...), as JSON.
+pub type StatsFn = Box<dyn Fn() -> serde_json::Value + Send>;
 
 impl Shared {
     pub fn new(service: Service) -> Shared {
@@ -120,7 +172,33 @@ impl Shared {
             drain_deadline_ms: AtomicU64::new(u64::MAX),
             epoch: Instant::now(),
             wakers: Mutex::new(Vec::new()),
+            knobs: crate::knobs::Knobs::default(),
+            requests: AtomicU64::new(0),
+            engine: Mutex::new(("", None)),
         }
+    }
+
+    /// Called by an engine when it starts: its name and where its statistics come from.
+    pub fn set_engine(&self, name: &'static str, stats: StatsFn) {
+        *self.engine.lock().unwrap_or_else(|p| p.into_inner()) = (name, Some(stats));
+    }
+
+    /// What `GET /status` shows.
+    pub fn status(&self) -> serde_json::Value {
+        let engine = self.engine.lock().unwrap_or_else(|p| p.into_inner());
+        let stats = engine.1.as_ref().map_or(serde_json::Value::Null, |f| f());
+        let svc = self.service.load();
+        serde_json::json!({
+            "engine": engine.0,
+            "pid": std::process::id(),
+            "uptime_ms": self.now_ms(),
+            "draining": self.draining.load(Ordering::SeqCst),
+            "requests": self.requests.load(Ordering::Relaxed),
+            "knobs": self.knobs.values(),
+            "workers": stats,
+            "root": svc.config.root,
+            "listen": svc.config.listen,
+        })
     }
 
     /// Monotonic milliseconds since the server started.

@@ -3,12 +3,14 @@
 //! engine on this (the master) thread, reload on SIGHUP, drain on SIGTERM.
 
 pub mod accesslog;
+pub mod admin;
 pub mod cache;
 pub mod config;
 pub mod control;
 pub mod defaults;
 pub mod engine;
 pub mod files;
+pub mod knobs;
 pub mod output;
 pub mod respond;
 pub mod service;
@@ -26,6 +28,8 @@ pub type Reload = Box<dyn FnMut() -> Result<Config, String>>;
 /// What `serve` reports once it listens.
 pub struct Started {
     pub addr: SocketAddr,
+    /// Where the admin interface listens, if it is on.
+    pub admin: Option<String>,
     pub engine: &'static str,
     pub workers: usize,
 }
@@ -37,15 +41,24 @@ pub fn serve(
     on_start: impl FnOnce(&Started),
 ) -> Result<(), String> {
     config.validate()?;
-    let control = Control::install_signals().map_err(|e| format!("signals: {e}"))?;
+    let mut control = Control::install_signals().map_err(|e| format!("signals: {e}"))?;
     let addr = config.listen_addr()?;
     let listener = bind(addr)?;
+    let admin = match config.admin.as_str() {
+        "" => None,
+        a => Some(admin::Admin::bind(a)?),
+    };
+    let admin_at = admin.as_ref().map(admin::Admin::describe);
+    if let Some(a) = admin {
+        control.set_admin(a);
+    }
     let engine = engine::build(&config)?;
     let shutdown_ms = config.shutdown_timeout_ms;
     let service = Service::new(config, None)?;
     let shared = Arc::new(Shared::new(service));
     let started = Started {
         addr: listener.local_addr().map_err(|e| format!("listen: {e}"))?,
+        admin: admin_at,
         engine: engine.name(),
         workers: engine.workers(),
     };
@@ -67,6 +80,8 @@ pub fn serve(
             Ok(()) => tracing::info!("configuration reloaded"),
             Err(e) => tracing::error!("reload failed, keeping the running configuration: {e}"),
         },
+        // Served by the engine's master loop itself.
+        Request::Admin => {}
     };
     engine
         .run(listener, shared, &control, &mut on_control)

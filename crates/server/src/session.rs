@@ -2,6 +2,8 @@
 //! the sans-IO `Conn` yields request heads and body pieces, the `Service` answers heads into
 //! a `Batch`, and the access log records each exchange. Every engine (event loop, threads,
 //! processes, pipeline) drives connections through this same code, so they serve alike.
+//! `process` does both halves at once; the pipeline engine calls them apart, on different
+//! threads: `frame` (read side: find complete requests) then `answer_framed` (handler side).
 
 use crate::accesslog::{self, Record};
 use crate::output::Batch;
@@ -24,6 +26,8 @@ pub struct WorkerCtx {
     /// Shutting down: every response closes its connection.
     pub draining: bool,
     pub requests: u64,
+    /// Part of `requests` already added to the shared counter.
+    published: u64,
 }
 
 impl WorkerCtx {
@@ -34,6 +38,18 @@ impl WorkerCtx {
             log: None,
             draining: false,
             requests: 0,
+            published: 0,
+        }
+    }
+
+    /// Add the requests answered since the last call to the server-wide counter.
+    pub fn publish(&mut self, shared: &crate::control::Shared) {
+        if self.requests != self.published {
+            shared.requests.fetch_add(
+                self.requests - self.published,
+                std::sync::atomic::Ordering::Relaxed,
+            );
+            self.published = self.requests;
         }
     }
 
@@ -71,6 +87,70 @@ pub enum Stop {
     OutputFull,
     /// The connection must close after the queued output.
     Close,
+}
+
+/// When a request's head began and its number on the connection (1 = first): what
+/// `answer` needs besides the head, captured when the request is read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Seen {
+    started_ms: u64,
+    seq: u64,
+}
+
+/// Most requests `frame` collects before handing them on, so one pipelining client cannot
+/// make a single hand-off (and its output) unbounded.
+pub const MAX_FRAMED: usize = 32;
+
+/// One thing `frame` found in the input, for `answer_framed` to act on in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Frame {
+    /// A complete request (its body, if any, fully arrived): head bytes `heads[start..end]`.
+    Request {
+        start: usize,
+        end: usize,
+        seen: Seen,
+    },
+    /// The client expects `100 Continue` before it sends the body.
+    Continue,
+    /// Unacceptable input: answer this status and close.
+    Error(u16),
+}
+
+/// Requests read but not yet answered: the hand-off from the read half of a split session
+/// (`Session::frame`) to its handler half (`Session::answer_framed`), which may run on
+/// another thread. Head bytes are copied (they are small), so the read buffer is free again
+/// at once; the vectors keep their capacity from request to request.
+#[derive(Debug, Default)]
+pub struct Framed {
+    heads: Vec<u8>,
+    frames: Vec<Frame>,
+}
+
+impl Framed {
+    /// Nothing to answer.
+    pub fn is_empty(&self) -> bool {
+        self.frames.is_empty()
+    }
+
+    /// Requests (and interim or error answers) waiting.
+    pub fn len(&self) -> usize {
+        self.frames.len()
+    }
+
+    pub fn clear(&mut self) {
+        self.heads.clear();
+        self.frames.clear();
+    }
+
+    fn push_request(&mut self, head: &[u8], seen: Seen) {
+        let start = self.heads.len();
+        self.heads.extend_from_slice(head);
+        self.frames.push(Frame::Request {
+            start,
+            end: self.heads.len(),
+            seen,
+        });
+    }
 }
 
 impl Session {
@@ -115,11 +195,11 @@ impl Session {
                     }
                     self.deferred = Some(input[pos - n..pos].to_vec());
                 }
-                Event::Head(head) => self.answer(&head, svc, w, out),
+                Event::Head(head) => self.answer(&head, self.current(), svc, w, out),
                 Event::BodyEnd => {
                     let bytes = self.deferred.take().unwrap_or_default();
                     if let Ok(Some(head)) = parse_head(&bytes, &svc.limits) {
-                        self.answer(&head, svc, w, out);
+                        self.answer(&head, self.current(), svc, w, out);
                     } else {
                         // Unreachable unless a reload tightened the limits in between.
                         self.fail(400, w, out);
@@ -134,11 +214,103 @@ impl Session {
         }
     }
 
+    /// Read half of `process`: parse `input` and collect complete requests into `framed`
+    /// without answering them. Returns the bytes consumed and why it stopped: `NeedInput`
+    /// (read more), `OutputFull` (`MAX_FRAMED` collected: answer them, then call again with
+    /// the rest) or `Close` (an error or a request that ends the connection was collected:
+    /// read nothing more).
+    pub fn frame(
+        &mut self,
+        input: &[u8],
+        svc: &Service,
+        now_ms: u64,
+        framed: &mut Framed,
+    ) -> (usize, Stop) {
+        let mut pos = 0;
+        loop {
+            if self.close_after_write {
+                return (pos, Stop::Close);
+            }
+            if framed.len() >= MAX_FRAMED {
+                return (pos, Stop::OutputFull);
+            }
+            let (n, ev) = self.http.poll(&input[pos..], now_ms);
+            pos += n;
+            match ev {
+                Event::NeedMore => return (pos, Stop::NeedInput),
+                Event::BodyData(_) => {}
+                Event::Head(head) if head.framing != Framing::None => {
+                    if head.expect_continue {
+                        framed.frames.push(Frame::Continue);
+                    }
+                    self.deferred = Some(input[pos - n..pos].to_vec());
+                }
+                Event::Head(head) => {
+                    let seen = self.current();
+                    framed.push_request(&input[pos - n..pos], seen);
+                    if !head.keep_alive || seen.seq >= svc.config.http.keepalive_requests {
+                        return (pos, Stop::Close);
+                    }
+                }
+                Event::BodyEnd => {
+                    let bytes = self.deferred.take().unwrap_or_default();
+                    framed.push_request(&bytes, self.current());
+                }
+                Event::Error(e) => {
+                    framed.frames.push(Frame::Error(e.status()));
+                    return (pos, Stop::Close);
+                }
+            }
+        }
+    }
+
+    /// Handler half of `process`: answer what `frame` collected, in order, into `out`, and
+    /// empty `framed`. Afterwards `close_after_write` tells whether the connection ends.
+    pub fn answer_framed(
+        &mut self,
+        framed: &mut Framed,
+        svc: &Service,
+        w: &mut WorkerCtx,
+        out: &mut Batch,
+    ) {
+        for &frame in &framed.frames {
+            if self.close_after_write {
+                break;
+            }
+            match frame {
+                Frame::Continue => out.push_bytes(gearshift_http::response::CONTINUE),
+                Frame::Error(status) => self.fail(status, w, out),
+                Frame::Request { start, end, seen } => {
+                    match parse_head(&framed.heads[start..end], &svc.limits) {
+                        Ok(Some(head)) => self.answer(&head, seen, svc, w, out),
+                        // Only if a reload tightened the limits in between (as in `process`).
+                        _ => self.fail(400, w, out),
+                    }
+                }
+            }
+        }
+        framed.clear();
+    }
+
+    /// The request `http` returned last: when its head began and its number.
+    fn current(&self) -> Seen {
+        Seen {
+            started_ms: self.http.head_started_ms(),
+            seq: self.http.requests(),
+        }
+    }
+
     /// Answer one complete request and log it.
-    fn answer(&mut self, head: &RequestHead, svc: &Service, w: &mut WorkerCtx, out: &mut Batch) {
-        let keep_alive = head.keep_alive
-            && !w.draining
-            && self.http.requests() < svc.config.http.keepalive_requests;
+    fn answer(
+        &mut self,
+        head: &RequestHead,
+        seen: Seen,
+        svc: &Service,
+        w: &mut WorkerCtx,
+        out: &mut Batch,
+    ) {
+        let keep_alive =
+            head.keep_alive && !w.draining && seen.seq < svc.config.http.keepalive_requests;
         let ctx = Ctx {
             now_ms: w.now_ms,
             date: w.date.get(),
@@ -161,7 +333,7 @@ impl Session {
                 user_agent: head.header("user-agent"),
                 // From the head's first byte to the answer being queued, at the worker
                 // clock's millisecond resolution.
-                duration_us: w.now_ms.saturating_sub(self.http.head_started_ms()) * 1000,
+                duration_us: w.now_ms.saturating_sub(seen.started_ms) * 1000,
             });
         }
         if !keep_alive {

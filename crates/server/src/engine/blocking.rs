@@ -43,6 +43,7 @@ impl Worker {
         self.w.now_ms = shared.now_ms();
         self.w.date.update(unix_now());
         self.w.draining = shared.draining.load(Ordering::SeqCst);
+        self.w.publish(shared);
         if self.w.now_ms >= self.last_flush_ms + 1000 {
             self.last_flush_ms = self.w.now_ms;
             if let Some(log) = &mut self.w.log {

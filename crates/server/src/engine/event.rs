@@ -17,7 +17,7 @@ use rustix::io::Errno;
 use rustix::net::{SocketAddrAny, SocketFlags};
 use slab::Slab;
 use std::net::{SocketAddr, TcpListener};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -61,9 +61,19 @@ impl super::Engine for EventEngine {
     ) -> std::io::Result<()> {
         listener.set_nonblocking(true)?;
         let listener = Arc::new(listener);
+        let open: Arc<Vec<AtomicUsize>> =
+            Arc::new((0..self.workers).map(|_| AtomicUsize::new(0)).collect());
+        let stats = open.clone();
+        shared.set_engine(
+            "event",
+            Box::new(move || {
+                let per: Vec<usize> = stats.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+                serde_json::json!({ "workers": per.len(), "connections": per.iter().sum::<usize>(), "per_worker": per })
+            }),
+        );
         let mut threads = Vec::new();
         for id in 0..self.workers {
-            let mut w = Worker::new(id, listener.clone(), shared.clone())?;
+            let mut w = Worker::new(id, listener.clone(), shared.clone(), open.clone())?;
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("event-{id}"))
@@ -103,6 +113,8 @@ struct Worker {
     batch: Batch,
     w: WorkerCtx,
     accepting: bool,
+    /// Open connections per worker, for `/status`.
+    open: Arc<Vec<AtomicUsize>>,
 }
 
 fn unix_now() -> u64 {
@@ -112,7 +124,12 @@ fn unix_now() -> u64 {
 }
 
 impl Worker {
-    fn new(id: usize, listener: Arc<TcpListener>, shared: Arc<Shared>) -> std::io::Result<Worker> {
+    fn new(
+        id: usize,
+        listener: Arc<TcpListener>,
+        shared: Arc<Shared>,
+        open: Arc<Vec<AtomicUsize>>,
+    ) -> std::io::Result<Worker> {
         let epoll = epoll::create(epoll::CreateFlags::CLOEXEC)?;
         epoll::add(
             &epoll,
@@ -143,6 +160,7 @@ impl Worker {
             batch: Batch::default(),
             w,
             accepting: true,
+            open,
         })
     }
 
@@ -172,6 +190,8 @@ impl Worker {
                     t => self.ready(t as usize, ev.flags, &svc),
                 }
             }
+            self.w.publish(&self.shared);
+            self.open[self.id].store(self.conns.len(), Ordering::Relaxed);
             if self.w.now_ms >= last_sweep + TICK_MS as u64 {
                 last_sweep = self.w.now_ms;
                 self.sweep(&svc);

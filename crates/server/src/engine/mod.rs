@@ -67,7 +67,7 @@ pub fn master_loop(
     control: &Control,
     shared: &Shared,
     on_control: &mut dyn FnMut(crate::control::Request, &Shared),
-    finished: impl Fn() -> bool,
+    mut finished: impl FnMut() -> bool,
 ) {
     loop {
         match control.wait(200) {
@@ -75,6 +75,7 @@ pub fn master_loop(
                 on_control(crate::control::Request::Shutdown, shared);
                 return;
             }
+            Some(crate::control::Request::Admin) => control.serve_admin(shared),
             Some(r) => on_control(r, shared),
             None => {}
         }

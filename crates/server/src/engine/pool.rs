@@ -1,17 +1,22 @@
 //! A thread pool behind a queue: one acceptor thread puts accepted connections on a bounded
-//! queue; a fixed set of worker threads takes them off and serves each to its end with
-//! blocking I/O. When the queue is full the acceptor stops accepting and connections wait in
-//! the kernel's accept queue. The queue length is observable, which the controllers of a
-//! later issue use as their load signal.
+//! queue; worker threads take them off and serve each to its end with blocking I/O. When the
+//! queue is full the acceptor stops accepting and connections wait in the kernel's accept
+//! queue. Both sizes are live knobs (`threads`, `queue`): the master spawns threads up to
+//! the target, and threads above it retire between connections, so resizing never touches
+//! a connection being served or queued.
 
 use super::blocking::{self, Worker};
 use super::{accept_loop, master_loop};
 use crate::control::{Control, Request, Shared};
+use crate::knobs::Spec;
 use rustix::fd::OwnedFd;
 use std::collections::VecDeque;
 use std::net::{SocketAddr, TcpListener};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+const TICK: Duration = Duration::from_millis(200);
 
 pub struct PoolEngine {
     threads: usize,
@@ -27,13 +32,45 @@ impl PoolEngine {
     }
 }
 
-struct Queue {
+struct Pool {
     items: Mutex<VecDeque<(OwnedFd, SocketAddr)>>,
     /// Signalled when an item is pushed or the pool stops.
     filled: Condvar,
     /// Signalled when an item is taken.
     emptied: Condvar,
-    cap: usize,
+    cap: AtomicUsize,
+    target: AtomicUsize,
+    alive: AtomicUsize,
+    busy: AtomicUsize,
+}
+
+impl Pool {
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<(OwnedFd, SocketAddr)>> {
+        self.items.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A thread above the target leaves (only one per surplus thread).
+    fn should_retire(&self) -> bool {
+        let target = self.target.load(Ordering::SeqCst);
+        self.alive
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |a| {
+                (a > target).then(|| a - 1)
+            })
+            .is_ok()
+    }
+
+    fn stats(&self) -> serde_json::Value {
+        let alive = self.alive.load(Ordering::Relaxed);
+        let busy = self.busy.load(Ordering::Relaxed);
+        serde_json::json!({
+            "threads": alive,
+            "target": self.target.load(Ordering::Relaxed),
+            "busy": busy,
+            "idle": alive.saturating_sub(busy),
+            "queue": self.lock().len(),
+            "queue_cap": self.cap.load(Ordering::Relaxed),
+        })
+    }
 }
 
 impl super::Engine for PoolEngine {
@@ -52,66 +89,137 @@ impl super::Engine for PoolEngine {
         control: &Control,
         on_control: &mut dyn FnMut(Request, &Shared),
     ) -> std::io::Result<()> {
-        let q = Arc::new(Queue {
-            items: Mutex::new(VecDeque::with_capacity(self.queue)),
+        let pool = Arc::new(Pool {
+            items: Mutex::new(VecDeque::new()),
             filled: Condvar::new(),
             emptied: Condvar::new(),
-            cap: self.queue,
+            cap: AtomicUsize::new(self.queue),
+            target: AtomicUsize::new(self.threads),
+            alive: AtomicUsize::new(0),
+            busy: AtomicUsize::new(0),
         });
+        shared.knobs.define(
+            Spec {
+                name: "threads",
+                min: 1,
+                max: 4096,
+                help: "worker threads",
+            },
+            self.threads as u64,
+        );
+        shared.knobs.define(
+            Spec {
+                name: "queue",
+                min: 1,
+                max: 65536,
+                help: "queued connections",
+            },
+            self.queue as u64,
+        );
+        let stats = pool.clone();
+        shared.set_engine("pool", Box::new(move || stats.stats()));
         let mut handles = Vec::new();
-        for i in 0..self.threads {
-            let (q, shared) = (q.clone(), shared.clone());
-            handles.push(
-                std::thread::Builder::new()
-                    .name(format!("pool-{i}"))
-                    .spawn(move || {
-                        let mut w = Worker::new(&shared);
-                        loop {
-                            match take(&q, &shared) {
-                                Take::Conn(fd, peer) => w.serve(fd, peer, &shared),
-                                Take::Idle => w.idle_tick(&shared),
-                                Take::Stop => break,
-                            }
-                        }
-                        w.flush_log();
-                    })?,
-            );
-        }
+        let mut generation = shared.knobs.generation();
+        spawn_missing(&pool, &shared, &mut handles)?;
         listener.set_nonblocking(true)?;
         let acceptor = {
-            let (q, shared) = (q.clone(), shared.clone());
+            let (pool, shared) = (pool.clone(), shared.clone());
             std::thread::Builder::new()
                 .name("acceptor".into())
                 .spawn(move || {
                     accept_loop(&listener, &shared, || {
-                        let mut items = q.items.lock().unwrap_or_else(|p| p.into_inner());
-                        while items.len() >= q.cap && !shared.draining.load(Ordering::SeqCst) {
-                            items = q
+                        let mut items = pool.lock();
+                        while items.len() >= pool.cap.load(Ordering::SeqCst)
+                            && !shared.draining.load(Ordering::SeqCst)
+                        {
+                            items = pool
                                 .emptied
-                                .wait_timeout(items, std::time::Duration::from_millis(200))
+                                .wait_timeout(items, TICK)
                                 .unwrap_or_else(|p| p.into_inner())
                                 .0;
                         }
                         drop(items);
                         if let Some(conn) = blocking::accept(&listener) {
-                            q.items
-                                .lock()
-                                .unwrap_or_else(|p| p.into_inner())
-                                .push_back(conn);
-                            q.filled.notify_one();
+                            pool.lock().push_back(conn);
+                            pool.filled.notify_one();
                         }
                     });
-                    q.filled.notify_all();
+                    pool.filled.notify_all();
                 })?
         };
-        master_loop(control, &shared, on_control, || acceptor.is_finished());
+        master_loop(control, &shared, on_control, || {
+            let g = shared.knobs.generation();
+            if g != generation {
+                generation = g;
+                if let Some(q) = shared.knobs.get("queue") {
+                    pool.cap.store(q as usize, Ordering::SeqCst);
+                    pool.emptied.notify_all();
+                }
+                if let Some(t) = shared.knobs.get("threads") {
+                    pool.target.store(t as usize, Ordering::SeqCst);
+                    pool.filled.notify_all(); // idle threads re-check the target
+                }
+            }
+            if let Err(e) = spawn_missing(&pool, &shared, &mut handles) {
+                tracing::error!("pool: cannot start a thread: {e}");
+            }
+            handles.retain(|h| !h.is_finished());
+            acceptor.is_finished()
+        });
         let _ = acceptor.join();
-        q.filled.notify_all();
+        pool.filled.notify_all();
         for h in handles {
             let _ = h.join();
         }
         Ok(())
     }
+}
+
+/// Start threads until `alive` reaches the target.
+fn spawn_missing(
+    pool: &Arc<Pool>,
+    shared: &Arc<Shared>,
+    handles: &mut Vec<std::thread::JoinHandle<()>>,
+) -> std::io::Result<()> {
+    while !shared.draining.load(Ordering::SeqCst)
+        && pool.alive.load(Ordering::SeqCst) < pool.target.load(Ordering::SeqCst)
+    {
+        pool.alive.fetch_add(1, Ordering::SeqCst);
+        let (pool2, shared) = (pool.clone(), shared.clone());
+        let spawned = std::thread::Builder::new()
+            .name("pool".into())
+            .spawn(move || work(&pool2, &shared));
+        match spawned {
+            Ok(h) => handles.push(h),
+            Err(e) => {
+                pool.alive.fetch_sub(1, Ordering::SeqCst);
+                return Err(e);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn work(pool: &Pool, shared: &Shared) {
+    let mut w = Worker::new(shared);
+    loop {
+        if pool.should_retire() {
+            break;
+        }
+        match take(pool, shared) {
+            Take::Conn(fd, peer) => {
+                pool.busy.fetch_add(1, Ordering::SeqCst);
+                w.serve(fd, peer, shared);
+                pool.busy.fetch_sub(1, Ordering::SeqCst);
+            }
+            Take::Idle => w.idle_tick(shared),
+            Take::Stop => {
+                pool.alive.fetch_sub(1, Ordering::SeqCst);
+                break;
+            }
+        }
+    }
+    w.flush_log();
 }
 
 enum Take {
@@ -123,18 +231,18 @@ enum Take {
 }
 
 /// Next queued connection, waiting at most one tick.
-fn take(q: &Queue, shared: &Shared) -> Take {
-    let mut items = q.items.lock().unwrap_or_else(|p| p.into_inner());
+fn take(pool: &Pool, shared: &Shared) -> Take {
+    let mut items = pool.lock();
     if items.is_empty() && !shared.draining.load(Ordering::SeqCst) {
-        items = q
+        items = pool
             .filled
-            .wait_timeout(items, std::time::Duration::from_millis(200))
+            .wait_timeout(items, TICK)
             .unwrap_or_else(|p| p.into_inner())
             .0;
     }
     match items.pop_front() {
         Some((fd, peer)) => {
-            q.emptied.notify_one();
+            pool.emptied.notify_one();
             Take::Conn(fd, peer)
         }
         None if shared.draining.load(Ordering::SeqCst) => Take::Stop,

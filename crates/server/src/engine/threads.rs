@@ -6,7 +6,9 @@
 use super::blocking::{self, Worker};
 use super::{accept_loop, master_loop};
 use crate::control::{Control, Request, Shared};
+use crate::knobs::Spec;
 use std::net::TcpListener;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 pub struct ThreadsEngine {
@@ -21,11 +23,12 @@ impl ThreadsEngine {
     }
 }
 
-/// Busy-thread count with a wait for a free slot.
+/// Busy-thread count with a wait for a free slot; `max` is the live knob.
 #[derive(Default)]
 struct Slots {
     busy: Mutex<usize>,
     freed: Condvar,
+    max: AtomicUsize,
 }
 
 impl super::Engine for ThreadsEngine {
@@ -45,7 +48,24 @@ impl super::Engine for ThreadsEngine {
         on_control: &mut dyn FnMut(Request, &Shared),
     ) -> std::io::Result<()> {
         let slots = Arc::new(Slots::default());
-        let max = self.max_threads;
+        slots.max.store(self.max_threads, Ordering::SeqCst);
+        shared.knobs.define(
+            Spec {
+                name: "max_threads",
+                min: 1,
+                max: 65536,
+                help: "most connection threads",
+            },
+            self.max_threads as u64,
+        );
+        let stats = slots.clone();
+        shared.set_engine(
+            "threads",
+            Box::new(move || {
+                let busy = *stats.busy.lock().unwrap_or_else(|p| p.into_inner());
+                serde_json::json!({ "busy": busy, "max_threads": stats.max.load(Ordering::Relaxed) })
+            }),
+        );
         listener.set_nonblocking(true)?;
         let acceptor = {
             let shared = shared.clone();
@@ -56,7 +76,9 @@ impl super::Engine for ThreadsEngine {
                     accept_loop(&listener, &shared, || {
                         // Wait for a free slot before taking the next connection.
                         let mut busy = slots.busy.lock().unwrap_or_else(|p| p.into_inner());
-                        while *busy >= max {
+                        while *busy >= slots.max.load(Ordering::SeqCst)
+                            && !shared.draining.load(Ordering::SeqCst)
+                        {
                             busy = slots.freed.wait(busy).unwrap_or_else(|p| p.into_inner());
                         }
                         *busy += 1;
@@ -83,7 +105,17 @@ impl super::Engine for ThreadsEngine {
                     });
                 })?
         };
-        master_loop(control, &shared, on_control, || acceptor.is_finished());
+        let mut generation = shared.knobs.generation();
+        master_loop(control, &shared, on_control, || {
+            if shared.knobs.generation() != generation {
+                generation = shared.knobs.generation();
+                if let Some(m) = shared.knobs.get("max_threads") {
+                    slots.max.store(m as usize, Ordering::SeqCst);
+                    slots.freed.notify_all();
+                }
+            }
+            acceptor.is_finished()
+        });
         let _ = acceptor.join();
         // Wait for connection threads to finish (they drain within the shutdown timeout).
         let mut busy = slots.busy.lock().unwrap_or_else(|p| p.into_inner());

@@ -1,0 +1,94 @@
+//! `gearshift ctl`: the command-line client of the admin interface. `status` prints the
+//! running server's `/status`; `set KNOB=VALUE ...` changes knobs live (all-or-nothing);
+//! `knobs` lists them with their bounds. It speaks plain HTTP/1.1 over TCP or a Unix socket.
+
+use clap::{Args, Subcommand};
+use std::io::{Read, Write};
+use std::time::Duration;
+
+#[derive(Args)]
+pub struct CtlArgs {
+    /// Admin address of the server: IP:PORT or a Unix socket path.
+    #[arg(long, env = "GEARSHIFT_ADMIN", default_value = "127.0.0.1:8081")]
+    admin: String,
+    #[command(subcommand)]
+    command: CtlCommand,
+}
+
+#[derive(Subcommand)]
+enum CtlCommand {
+    /// Engine, knobs, workers and counters as JSON.
+    Status,
+    /// Knob definitions (bounds) and values.
+    Knobs,
+    /// Change knobs: `gearshift ctl set threads=8 queue=100`.
+    Set {
+        #[arg(required = true, value_parser = parse_assignment)]
+        changes: Vec<(String, u64)>,
+    },
+}
+
+fn parse_assignment(s: &str) -> Result<(String, u64), String> {
+    let (k, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("'{s}' is not KNOB=VALUE"))?;
+    let v = v
+        .parse()
+        .map_err(|_| format!("{k}: '{v}' is not a non-negative integer"))?;
+    Ok((k.to_string(), v))
+}
+
+pub fn run(args: CtlArgs) -> Result<(), String> {
+    let (method, path, body) = match &args.command {
+        CtlCommand::Status => ("GET", "/status", String::new()),
+        CtlCommand::Knobs => ("GET", "/knobs", String::new()),
+        CtlCommand::Set { changes } => {
+            let obj: serde_json::Map<String, serde_json::Value> = changes
+                .iter()
+                .map(|(k, v)| (k.clone(), (*v).into()))
+                .collect();
+            ("PUT", "/knobs", serde_json::Value::Object(obj).to_string())
+        }
+    };
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: gearshift-admin\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let response = exchange(&args.admin, request.as_bytes())
+        .map_err(|e| format!("admin {}: {e}", args.admin))?;
+    let text = String::from_utf8_lossy(&response);
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .ok_or("admin: malformed response")?;
+    print!("{body}");
+    let status = head.split(' ').nth(1).unwrap_or("");
+    if status == "200" {
+        Ok(())
+    } else {
+        let msg = serde_json::from_str::<serde_json::Value>(body)
+            .ok()
+            .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(String::from))
+            .unwrap_or_else(|| format!("status {status}"));
+        Err(msg)
+    }
+}
+
+fn exchange(addr: &str, request: &[u8]) -> std::io::Result<Vec<u8>> {
+    let timeout = Some(Duration::from_secs(5));
+    let mut out = Vec::new();
+    if addr.contains('/') {
+        let mut s = std::os::unix::net::UnixStream::connect(addr)?;
+        s.set_read_timeout(timeout)?;
+        s.write_all(request)?;
+        s.read_to_end(&mut out)?;
+    } else {
+        let sa: std::net::SocketAddr = addr
+            .parse()
+            .map_err(|_| std::io::Error::other("not IP:PORT or a socket path"))?;
+        let mut s = std::net::TcpStream::connect_timeout(&sa, Duration::from_secs(5))?;
+        s.set_read_timeout(timeout)?;
+        s.write_all(request)?;
+        s.read_to_end(&mut out)?;
+    }
+    Ok(out)
+}

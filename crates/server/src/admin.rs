@@ -1,0 +1,239 @@
+//! The admin interface, on its own listener (TCP `IP:PORT` or a Unix socket path), never on
+//! the public port: `GET /status` (engine, knobs, counters, engine statistics as JSON),
+//! `GET /knobs` (definitions and values) and `PUT /knobs` (a JSON object of new values,
+//! applied all-or-nothing). The engine's master serves it inline between its other duties,
+//! one short request per connection, so a master that forks stays single-threaded.
+
+use crate::control::Shared;
+use gearshift_http::parse::parse_head;
+use gearshift_http::response::{header, header_u64, status_line};
+use gearshift_http::{Framing, Limits, Method};
+use rustix::fd::{AsFd, BorrowedFd};
+use serde_json::{json, Value};
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::os::unix::net::UnixListener;
+use std::time::Duration;
+
+/// Largest admin request accepted (head and body).
+const MAX_REQUEST: usize = 64 * 1024;
+/// A client gets this long to send its request and take the answer.
+const IO_TIMEOUT: Duration = Duration::from_secs(1);
+
+pub enum Admin {
+    Tcp(TcpListener),
+    Unix(UnixListener, std::path::PathBuf),
+}
+
+impl Admin {
+    /// Bind `addr`: a path (contains `/`) is a Unix socket, anything else `IP:PORT`.
+    pub fn bind(addr: &str) -> Result<Admin, String> {
+        let err = |e: std::io::Error| format!("admin: cannot listen on {addr}: {e}");
+        let admin = if addr.contains('/') {
+            let path = std::path::PathBuf::from(addr);
+            // A stale socket file from a previous run; a live one is refused by bind below
+            // only if we keep it, so probe it first.
+            if path.exists() && std::os::unix::net::UnixStream::connect(&path).is_err() {
+                let _ = std::fs::remove_file(&path);
+            }
+            Admin::Unix(UnixListener::bind(&path).map_err(err)?, path)
+        } else {
+            let sa: std::net::SocketAddr = addr
+                .parse()
+                .map_err(|_| format!("admin: '{addr}' is not IP:PORT or a socket path"))?;
+            Admin::Tcp(crate::bind(sa).map_err(|e| format!("admin: {e}"))?)
+        };
+        match &admin {
+            Admin::Tcp(l) => l.set_nonblocking(true).map_err(err)?,
+            Admin::Unix(l, _) => l.set_nonblocking(true).map_err(err)?,
+        }
+        Ok(admin)
+    }
+
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Admin::Tcp(l) => l.as_fd(),
+            Admin::Unix(l, _) => l.as_fd(),
+        }
+    }
+
+    /// Where it listens, for the banner (`http://IP:PORT` or the socket path).
+    pub fn describe(&self) -> String {
+        match self {
+            Admin::Tcp(l) => l
+                .local_addr()
+                .map(|a| format!("http://{a}"))
+                .unwrap_or_default(),
+            Admin::Unix(_, p) => p.display().to_string(),
+        }
+    }
+
+    /// Accept and answer pending admin connections (non-blocking accept).
+    pub fn serve_pending(&self, shared: &Shared) {
+        for _ in 0..16 {
+            let served = match self {
+                Admin::Tcp(l) => l.accept().map(|(s, _)| serve_stream(s, shared)),
+                Admin::Unix(l, _) => l.accept().map(|(s, _)| serve_stream(s, shared)),
+            };
+            if served.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+impl Drop for Admin {
+    fn drop(&mut self) {
+        if let Admin::Unix(_, p) = self {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+trait Stream: Read + Write {
+    fn timeouts(&self, d: Duration);
+}
+impl Stream for std::net::TcpStream {
+    fn timeouts(&self, d: Duration) {
+        let _ = self.set_nonblocking(false);
+        let _ = self.set_read_timeout(Some(d));
+        let _ = self.set_write_timeout(Some(d));
+    }
+}
+impl Stream for std::os::unix::net::UnixStream {
+    fn timeouts(&self, d: Duration) {
+        let _ = self.set_nonblocking(false);
+        let _ = self.set_read_timeout(Some(d));
+        let _ = self.set_write_timeout(Some(d));
+    }
+}
+
+fn serve_stream(mut s: impl Stream, shared: &Shared) {
+    s.timeouts(IO_TIMEOUT);
+    let (status, body) = match read_request(&mut s) {
+        Ok((method, path, body)) => route(&method, &path, &body, shared),
+        Err((status, msg)) => (status, json!({ "error": msg })),
+    };
+    let body = serde_json::to_vec_pretty(&body).unwrap_or_default();
+    let mut out = Vec::with_capacity(body.len() + 128);
+    status_line(&mut out, status);
+    header(&mut out, "Content-Type", b"application/json");
+    header_u64(&mut out, "Content-Length", body.len() as u64 + 1);
+    header(&mut out, "Connection", b"close");
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(&body);
+    out.push(b'\n');
+    let _ = s.write_all(&out);
+}
+
+type Request = (Method, String, Vec<u8>);
+
+fn read_request(s: &mut impl Read) -> Result<Request, (u16, String)> {
+    let limits = Limits {
+        max_body: MAX_REQUEST as u64,
+        ..Limits::default()
+    };
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = s
+            .read(&mut chunk)
+            .map_err(|e| (408, format!("reading the request: {e}")))?;
+        if n == 0 {
+            return Err((400, "connection closed before a complete request".into()));
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if buf.len() > MAX_REQUEST * 2 {
+            return Err((413, "request too large".into()));
+        }
+        let head = match parse_head(&buf, &limits) {
+            Ok(None) => continue,
+            Ok(Some(h)) => h,
+            Err(e) => return Err((e.status(), format!("{e:?}"))),
+        };
+        let len = match head.framing {
+            Framing::None => 0,
+            Framing::Length(n) => n as usize,
+            Framing::Chunked => return Err((411, "send the body with Content-Length".into())),
+        };
+        if buf.len() < head.head_len + len {
+            continue;
+        }
+        let path = String::from_utf8_lossy(head.path).into_owned();
+        let body = buf[head.head_len..head.head_len + len].to_vec();
+        return Ok((head.method, path, body));
+    }
+}
+
+fn route(method: &Method, path: &str, body: &[u8], shared: &Shared) -> (u16, Value) {
+    match (method, path) {
+        (Method::Get, "/status") => (200, shared.status()),
+        (Method::Get, "/knobs") => (
+            200,
+            json!({ "knobs": shared.knobs.values(), "specs": shared.knobs.specs() }),
+        ),
+        (Method::Put, "/knobs") => match parse_changes(body) {
+            Err(e) => (400, json!({ "error": e })),
+            Ok(changes) => match shared.knobs.set(&changes) {
+                Ok(()) => {
+                    shared.wake();
+                    (200, json!({ "knobs": shared.knobs.values() }))
+                }
+                Err(e) => (400, json!({ "error": e })),
+            },
+        },
+        (_, "/status") | (_, "/knobs") => (405, json!({ "error": "method not allowed" })),
+        _ => (
+            404,
+            json!({ "error": "no such admin resource (try /status or /knobs)" }),
+        ),
+    }
+}
+
+/// `{"threads": 8, "queue": 100}` into changes; every value a non-negative integer.
+pub fn parse_changes(body: &[u8]) -> Result<Vec<(String, u64)>, String> {
+    let v: Value = serde_json::from_slice(body).map_err(|e| format!("body is not JSON: {e}"))?;
+    let obj = v
+        .as_object()
+        .ok_or("body must be a JSON object of knob values")?;
+    obj.iter()
+        .map(|(k, v)| match v.as_u64() {
+            Some(n) => Ok((k.clone(), n)),
+            None => Err(format!("{k}: value must be a non-negative integer")),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn changes_must_be_an_object_of_integers() {
+        assert_eq!(
+            parse_changes(br#"{"a": 1, "b": 2}"#).unwrap(),
+            vec![("a".into(), 1), ("b".into(), 2)]
+        );
+        assert!(parse_changes(b"[1]").unwrap_err().contains("object"));
+        assert!(parse_changes(br#"{"a": -1}"#)
+            .unwrap_err()
+            .starts_with("a:"));
+        assert!(parse_changes(b"nope").unwrap_err().contains("JSON"));
+    }
+
+    #[test]
+    fn reads_a_request_with_a_body() {
+        let raw = b"PUT /knobs HTTP/1.1\r\nHost: x\r\nContent-Length: 11\r\n\r\n{\"a\": 1234}";
+        let (m, p, b) = read_request(&mut &raw[..]).unwrap();
+        assert_eq!(
+            (m, p.as_str(), &b[..]),
+            (Method::Put, "/knobs", &b"{\"a\": 1234}"[..])
+        );
+        let raw = b"GET /status HTTP/1.1\r\n\r\n";
+        assert_eq!(
+            read_request(&mut &raw[..]).unwrap_err().0,
+            400,
+            "no Host on 1.1"
+        );
+    }
+}
