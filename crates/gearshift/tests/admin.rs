@@ -131,6 +131,54 @@ fn threads_engine_max_threads_changes_live() {
 }
 
 #[test]
+fn event_workers_resize_without_closing_connections() {
+    // Retiring loops hand their connections to survivors: the keep-alive clients never see
+    // a close or an error.
+    resize_under_load("event", "workers", &[4, 1, 3, 2, 8, 1, 2], "workers");
+}
+
+#[test]
+fn event_connections_survive_their_loop_retiring() {
+    let s = serve(
+        standard_docroot(),
+        &[
+            "--engine",
+            "event",
+            "--workers",
+            "4",
+            "--admin",
+            "127.0.0.1:0",
+        ],
+    );
+    let admin = admin_addr(&s);
+    let mut conns: Vec<Conn> = (0..8).map(|_| Conn::open(s.addr)).collect();
+    for c in conns.iter_mut() {
+        c.send(b"GET /file.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+        assert_eq!(c.response().status, 200);
+    }
+    let (ok, _, err) = ctl(&admin, &["set", "workers=1"]);
+    assert!(ok, "{err}");
+    let one = poll(Duration::from_secs(5), || {
+        let st = status(&admin);
+        (st["workers"]["workers"] == 1 && st["workers"]["per_worker"].as_array()?.len() == 1)
+            .then_some(st)
+    });
+    let st = one.unwrap_or_else(|| panic!("loops did not retire: {}", status(&admin)));
+    assert_eq!(
+        st["workers"]["connections"], 8,
+        "all connections moved to the survivor: {st}"
+    );
+    for c in conns.iter_mut() {
+        c.send(b"GET /file.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+        let r = c.response();
+        assert_eq!(
+            (r.status, r.text().as_str()),
+            (200, "plain text file for tests\n")
+        );
+    }
+}
+
+#[test]
 fn knob_errors_are_refused_whole() {
     let s = serve(
         standard_docroot(),

@@ -1,12 +1,12 @@
-//! The event-loop engine (nginx-like): N worker threads, each with its own epoll instance,
-//! all accepting from one shared listener registered with EPOLLEXCLUSIVE (one listener
-//! means a port in use is detected at bind and nothing is reset when workers change).
-//! Connections are edge-triggered for read and write; a short read means the socket is
-//! drained, so a keep-alive request costs one read and one sendmsg, and epoll_wait is
-//! amortised over every ready connection. Idle connections hold no buffers.
+//! One event loop of the event engine: its epoll set, its connections, and the I/O that
+//! drives them (edge-triggered reads and writes, back-pressure, lingering close, the timer
+//! sweep). A loop told to retire stops accepting and hands every connection, whole, to a
+//! surviving loop, so shrinking the engine closes nothing.
 
-use crate::control::{Control, Request, Shared};
+use super::{Mailbox, Registry};
+use crate::control::Shared;
 use crate::defaults::READ_BUF;
+use crate::engine::blocking::unix_now;
 use crate::output::{Batch, Flushed};
 use crate::service::Service;
 use crate::session::{Session, Stop, WorkerCtx};
@@ -17,9 +17,8 @@ use rustix::io::Errno;
 use rustix::net::{SocketAddrAny, SocketFlags};
 use slab::Slab;
 use std::net::{SocketAddr, TcpListener};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 const LISTENER: u64 = u64::MAX;
 const WAKER: u64 = u64::MAX - 1;
@@ -31,66 +30,7 @@ const LINGER_MS: u64 = 2000;
 /// Read size when appending to input kept in a connection's own buffer.
 const KEPT_READ: usize = 16 * 1024;
 
-pub struct EventEngine {
-    workers: usize,
-}
-
-impl EventEngine {
-    pub fn new(workers: usize) -> EventEngine {
-        EventEngine {
-            workers: workers.max(1),
-        }
-    }
-}
-
-impl super::Engine for EventEngine {
-    fn name(&self) -> &'static str {
-        "event"
-    }
-
-    fn workers(&self) -> usize {
-        self.workers
-    }
-
-    fn run(
-        self: Box<Self>,
-        listener: TcpListener,
-        shared: Arc<Shared>,
-        control: &Control,
-        on_control: &mut dyn FnMut(Request, &Shared),
-    ) -> std::io::Result<()> {
-        listener.set_nonblocking(true)?;
-        let listener = Arc::new(listener);
-        let open: Arc<Vec<AtomicUsize>> =
-            Arc::new((0..self.workers).map(|_| AtomicUsize::new(0)).collect());
-        let stats = open.clone();
-        shared.set_engine(
-            "event",
-            Box::new(move || {
-                let per: Vec<usize> = stats.iter().map(|c| c.load(Ordering::Relaxed)).collect();
-                serde_json::json!({ "workers": per.len(), "connections": per.iter().sum::<usize>(), "per_worker": per })
-            }),
-        );
-        let mut threads = Vec::new();
-        for id in 0..self.workers {
-            let mut w = Worker::new(id, listener.clone(), shared.clone(), open.clone())?;
-            threads.push(
-                std::thread::Builder::new()
-                    .name(format!("event-{id}"))
-                    .spawn(move || w.run())?,
-            );
-        }
-        super::master_loop(control, &shared, on_control, || {
-            threads.iter().all(|t| t.is_finished())
-        });
-        for t in threads {
-            let _ = t.join();
-        }
-        Ok(())
-    }
-}
-
-pub(crate) struct Connection {
+pub(super) struct Connection {
     fd: OwnedFd,
     session: Session,
     pending: Batch,
@@ -102,8 +42,10 @@ pub(crate) struct Connection {
     deadline_ms: u64,
 }
 
-struct Worker {
+pub(super) struct Worker {
     id: usize,
+    mailbox: Arc<Mailbox>,
+    registry: Arc<Registry>,
     epoll: OwnedFd,
     listener: Arc<TcpListener>,
     waker: Arc<OwnedFd>,
@@ -113,22 +55,14 @@ struct Worker {
     batch: Batch,
     w: WorkerCtx,
     accepting: bool,
-    /// Open connections per worker, for `/status`.
-    open: Arc<Vec<AtomicUsize>>,
-}
-
-fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }
 
 impl Worker {
-    fn new(
+    pub(super) fn new(
         id: usize,
         listener: Arc<TcpListener>,
         shared: Arc<Shared>,
-        open: Arc<Vec<AtomicUsize>>,
+        registry: Arc<Registry>,
     ) -> std::io::Result<Worker> {
         let epoll = epoll::create(epoll::CreateFlags::CLOEXEC)?;
         epoll::add(
@@ -148,6 +82,8 @@ impl Worker {
             EventFlags::IN,
         )?;
         shared.add_waker(waker.clone());
+        let mailbox = Arc::new(Mailbox::new(waker.clone()));
+        registry.put(id, mailbox.clone());
         let w = WorkerCtx::new(shared.now_ms(), unix_now());
         Ok(Worker {
             id,
@@ -160,11 +96,12 @@ impl Worker {
             batch: Batch::default(),
             w,
             accepting: true,
-            open,
+            mailbox,
+            registry,
         })
     }
 
-    fn run(&mut self) {
+    pub(super) fn run(&mut self) {
         let mut events = EventVec::with_capacity(256);
         let mut last_sweep = 0;
         let mut last_flush = 0;
@@ -186,12 +123,13 @@ impl Worker {
                     WAKER => {
                         let mut b = [0u8; 8];
                         let _ = rustix::io::read(self.waker.as_fd(), &mut b);
+                        self.adopt();
                     }
                     t => self.ready(t as usize, ev.flags, &svc),
                 }
             }
             self.w.publish(&self.shared);
-            self.open[self.id].store(self.conns.len(), Ordering::Relaxed);
+            self.mailbox.open.store(self.conns.len(), Ordering::Relaxed);
             if self.w.now_ms >= last_sweep + TICK_MS as u64 {
                 last_sweep = self.w.now_ms;
                 self.sweep(&svc);
@@ -205,11 +143,57 @@ impl Worker {
             if self.shared.draining.load(Ordering::SeqCst) && self.drain() {
                 break;
             }
+            if self.mailbox.retire.load(Ordering::SeqCst)
+                && !self.shared.draining.load(Ordering::SeqCst)
+                && self.hand_off()
+            {
+                break;
+            }
         }
         if let Some(log) = &mut self.w.log {
             log.flush();
         }
+        self.registry.remove(self.id);
         tracing::debug!(worker = self.id, "event loop stopped");
+    }
+
+    /// Retiring: stop accepting and give every connection to a surviving loop. False (and
+    /// the loop goes on) if no loop could take them.
+    fn hand_off(&mut self) -> bool {
+        let moved = self.conns.len();
+        let Some(heir) = self.registry.heir(self.id) else {
+            return false;
+        };
+        if self.accepting {
+            self.accepting = false;
+            let _ = epoll::delete(&self.epoll, self.listener.as_fd());
+        }
+        let conns: Vec<Connection> = self.conns.drain().collect();
+        for c in &conns {
+            let _ = epoll::delete(&self.epoll, c.fd.as_fd());
+        }
+        heir.conns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(conns);
+        let _ = rustix::io::write(heir.waker.as_fd(), &1u64.to_ne_bytes());
+        tracing::debug!(worker = self.id, moved, "event loop retired");
+        true
+    }
+
+    /// Take over connections handed to this loop; edge-triggered registration reports their
+    /// current readiness, so nothing already pending is missed.
+    fn adopt(&mut self) {
+        let incoming =
+            std::mem::take(&mut *self.mailbox.conns.lock().unwrap_or_else(|p| p.into_inner()));
+        for c in incoming {
+            let entry = self.conns.vacant_entry();
+            let token = entry.key() as u64;
+            let flags = EventFlags::IN | EventFlags::OUT | EventFlags::RDHUP | EventFlags::ET;
+            if epoll::add(&self.epoll, c.fd.as_fd(), EventData::new_u64(token), flags).is_ok() {
+                entry.insert(c);
+            }
+        }
     }
 
     /// Stop accepting, close idle connections; true once nothing is left or time is up.
@@ -519,22 +503,5 @@ impl Worker {
             }
             self.close(k);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn idle_connection_is_small() {
-        // Idle connections hold no buffers; this is all they cost in user space (plus the slab
-        // slot). nginx measured 0.55 KiB per idle connection (issue 3).
-        let size = std::mem::size_of::<Option<Connection>>();
-        eprintln!(
-            "Connection slot: {size} bytes; Conn: {}",
-            std::mem::size_of::<gearshift_http::Conn>()
-        );
-        assert!(size <= 384, "{size}");
     }
 }
