@@ -15,6 +15,7 @@
 //! (non-UTF-8 bytes become U+FFFD), so no request can forge or break a line.
 
 use arc_swap::ArcSwap;
+use gearshift_http::date::civil_from_days;
 use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -216,21 +217,6 @@ impl TimeCache {
         let _ = write!(self.rfc3339, "{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z");
         self.secs = Some(secs);
     }
-}
-
-/// Days since 1970-01-01 to a proleptic Gregorian (year, month, day)
-/// (Howard Hinnant's `civil_from_days`, restricted to non-negative days).
-fn civil_from_days(days: u64) -> (u64, u64, u64) {
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z % 146_097; // [0, 146096]
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365; // [0, 399]
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100); // [0, 365]
-    let mp = (5 * doy + 2) / 153; // [0, 11], March-based
-    let d = doy - (153 * mp + 2) / 5 + 1; // [1, 31]
-    let m = if mp < 10 { mp + 3 } else { mp - 9 }; // [1, 12]
-    let y = yoe + era * 400 + u64::from(m <= 2);
-    (y, m, d)
 }
 
 /// Where the access log goes.
