@@ -20,6 +20,7 @@
 //!   the caller's business if it cares.
 
 use crate::date;
+use crate::parse::trim_ows;
 
 /// The selected representation's validators.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,26 +72,8 @@ impl EntityTag<'_> {
     }
 }
 
-fn is_ows(b: u8) -> bool {
-    b == b' ' || b == b'\t'
-}
-
 fn trim_start_ows(mut s: &[u8]) -> &[u8] {
-    while let [first, rest @ ..] = s {
-        if !is_ows(*first) {
-            break;
-        }
-        s = rest;
-    }
-    s
-}
-
-fn trim_ows(s: &[u8]) -> &[u8] {
-    let mut s = trim_start_ows(s);
-    while let [rest @ .., last] = s {
-        if !is_ows(*last) {
-            break;
-        }
+    while let [b' ' | b'\t', rest @ ..] = s {
         s = rest;
     }
     s

@@ -19,6 +19,8 @@
 //! never asks for a 406. The caller must send `Vary: Accept-Encoding` whenever a sibling
 //! exists, whatever was chosen.
 
+use crate::parse::trim_ows;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Coding {
     Br,
@@ -56,26 +58,6 @@ pub struct AcceptEncoding {
     pub gzip: Option<Qvalue>,
     pub identity: Option<Qvalue>,
     pub star: Option<Qvalue>,
-}
-
-fn is_ows(b: u8) -> bool {
-    b == b' ' || b == b'\t'
-}
-
-fn trim_ows(mut s: &[u8]) -> &[u8] {
-    while let [first, rest @ ..] = s {
-        if !is_ows(*first) {
-            break;
-        }
-        s = rest;
-    }
-    while let [rest @ .., last] = s {
-        if !is_ows(*last) {
-            break;
-        }
-        s = rest;
-    }
-    s
 }
 
 /// RFC 9110 `tchar`.

@@ -23,6 +23,8 @@
 //!   `MaxRanges`, more than `max_ranges` remaining ranges fall back to [`Ranges::Full`], which
 //!   bounds the framing overhead and the per-part work of many small disjoint ranges.
 
+use crate::parse::trim_ows;
+
 /// An inclusive byte range within a representation: `start..=end`, `end < len`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ByteRange {
@@ -86,26 +88,6 @@ impl Spec {
             _ => None,
         }
     }
-}
-
-fn is_ows(b: u8) -> bool {
-    b == b' ' || b == b'\t'
-}
-
-fn trim_ows(mut s: &[u8]) -> &[u8] {
-    while let [first, rest @ ..] = s {
-        if !is_ows(*first) {
-            break;
-        }
-        s = rest;
-    }
-    while let [rest @ .., last] = s {
-        if !is_ows(*last) {
-            break;
-        }
-        s = rest;
-    }
-    s
 }
 
 /// `1*DIGIT` into a `u64`; `None` if empty, not all digits, or overflowing.
