@@ -52,7 +52,8 @@ pub(super) fn run(p: &Arc<Pipeline>, shared: &Shared) -> bool {
         for c in batch.iter_mut() {
             wait += t0.saturating_sub(c.queued_ns);
             let c = &mut **c;
-            c.session.answer_framed(&mut c.framed, &svc, &mut w, &mut c.out);
+            c.session
+                .answer_framed(&mut c.framed, &svc, &mut w, &mut c.out);
         }
         st.add_items(batch.len() as u64, wait);
         p.stats

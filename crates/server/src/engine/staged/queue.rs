@@ -170,7 +170,12 @@ impl Crew {
     }
 
     pub fn wake_all(&self) {
-        for m in self.members.read().unwrap_or_else(|p| p.into_inner()).iter() {
+        for m in self
+            .members
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
             m.sleeping.store(true, Ordering::SeqCst);
             m.wake();
         }
@@ -271,7 +276,12 @@ struct Work {
 impl WorkQueue {
     /// Append `batch` (emptied), waiting while the queue holds `cap` items, unless `stop()`
     /// says the bound no longer matters (past the drain deadline). Returns ns waited.
-    pub fn push(&self, batch: &mut Vec<Box<Conn>>, st: &StageStats, stop: &dyn Fn() -> bool) -> u64 {
+    pub fn push(
+        &self,
+        batch: &mut Vec<Box<Conn>>,
+        st: &StageStats,
+        stop: &dyn Fn() -> bool,
+    ) -> u64 {
         let mut waited: Option<Instant> = None;
         let mut q = lock(&self.state);
         while !batch.is_empty() {

@@ -149,7 +149,13 @@ impl Receiver {
             return self.mailbox.close_if_empty();
         }
         self.draining
-            && self.p.stats.stage(Stage::Accept).running.load(Ordering::SeqCst) == 0
+            && self
+                .p
+                .stats
+                .stage(Stage::Accept)
+                .running
+                .load(Ordering::SeqCst)
+                == 0
             && self.mailbox.close_if_empty()
     }
 
@@ -241,7 +247,13 @@ impl Receiver {
         let entry = self.slots.vacant_entry();
         let k = entry.key();
         let interest = EventFlags::IN | EventFlags::RDHUP | EventFlags::ET;
-        if epoll::add(&self.epoll, c.fd.as_fd(), EventData::new_u64(k as u64), interest).is_err()
+        if epoll::add(
+            &self.epoll,
+            c.fd.as_fd(),
+            EventData::new_u64(k as u64),
+            interest,
+        )
+        .is_err()
         {
             self.p.stats.connections.fetch_sub(1, Ordering::Relaxed);
             return;
@@ -287,7 +299,10 @@ impl Receiver {
         while c.framed.is_empty() && stop == Stop::NeedInput {
             // Into the thread's buffer, unless a partial request is kept.
             let (r, cap) = if c.session.inbuf.is_empty() {
-                (rustix::io::read(c.fd.as_fd(), &mut self.buf), self.buf.len())
+                (
+                    rustix::io::read(c.fd.as_fd(), &mut self.buf),
+                    self.buf.len(),
+                )
             } else {
                 let inbuf = &mut c.session.inbuf;
                 let len = inbuf.len();

@@ -111,7 +111,12 @@ impl Sender {
         if self.retiring {
             return self.mailbox.close_if_empty();
         }
-        let upstream = self.p.stats.stage(Stage::Process).running.load(Ordering::SeqCst);
+        let upstream = self
+            .p
+            .stats
+            .stage(Stage::Process)
+            .running
+            .load(Ordering::SeqCst);
         self.p.draining() && upstream == 0 && self.mailbox.close_if_empty()
     }
 
@@ -162,7 +167,12 @@ impl Sender {
     fn park(&mut self, c: Box<Conn>) {
         let entry = self.blocked.vacant_entry();
         let data = EventData::new_u64(entry.key() as u64);
-        match epoll::add(&self.epoll, c.fd.as_fd(), data, EventFlags::OUT | EventFlags::ET) {
+        match epoll::add(
+            &self.epoll,
+            c.fd.as_fd(),
+            data,
+            EventFlags::OUT | EventFlags::ET,
+        ) {
             Ok(()) => {
                 entry.insert(c);
             }
