@@ -39,10 +39,12 @@ pub(super) fn run(p: &Arc<Pipeline>, listener: &TcpListener, shared: &Shared) ->
             continue;
         }
         let t0 = p.stats.now_ns();
+        st.enter();
         let cap = receive.queue_cap.load(Ordering::Relaxed).max(1);
         let (room, blocked) = p.accepted.reserve(ACCEPT_BATCH, cap, &stop);
         st.add_blocked(blocked);
         if room == 0 {
+            st.leave(0);
             continue;
         }
         let svc = shared.service.load_full();
@@ -84,6 +86,6 @@ pub(super) fn run(p: &Arc<Pipeline>, listener: &TcpListener, shared: &Shared) ->
                 std::thread::sleep(std::time::Duration::from_millis(1));
             }
         }
-        st.add_busy(p.stats.now_ns().saturating_sub(t0));
+        st.leave(p.stats.now_ns().saturating_sub(t0 + blocked));
     }
 }

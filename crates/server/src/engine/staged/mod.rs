@@ -27,6 +27,7 @@
 #![allow(clippy::vec_box)]
 
 mod accept;
+mod live;
 mod process;
 mod queue;
 mod receive;
@@ -118,6 +119,9 @@ struct Pipeline {
     senders: Crew,
     handles: Mutex<Vec<JoinHandle<()>>>,
     serial: AtomicUsize,
+    /// Monitor samples (older, newer), at least `live::WINDOW_NS` apart once the server
+    /// has run that long: `/status` measures rates and utilisation from the older one.
+    window: Mutex<(Snapshot, Snapshot)>,
 }
 
 struct Running {
@@ -170,6 +174,7 @@ impl StagedEngine {
             senders: Crew::default(),
             handles: Mutex::new(Vec::new()),
             serial: AtomicUsize::new(0),
+            window: Mutex::default(),
         };
         for (s, n) in Stage::ALL.iter().zip(counts) {
             let st = p.stats.stage(*s);
@@ -251,6 +256,33 @@ impl Staged {
         }
         *max = m;
         Ok(())
+    }
+
+    /// Run these thread counts, budget and queue bound, already checked together (the
+    /// admin interface's knobs): targets first, then every stage reconciles, so moving
+    /// threads from one stage to another never trips over the budget midway.
+    fn apply(&self, counts: [usize; 4], max: usize, queue: usize) {
+        let mut m = lock(&self.0.max_threads);
+        *m = max;
+        for (s, n) in Stage::ALL.iter().zip(counts) {
+            self.0
+                .stats
+                .stage(*s)
+                .target
+                .store(n.max(1), Ordering::SeqCst);
+        }
+        for s in Stage::ALL {
+            if let Err(e) = self.0.reconcile(s) {
+                tracing::error!("staged: cannot start a {} thread: {e}", s.name());
+            }
+        }
+        drop(m);
+        if let Err(e) = self.set_queue(queue) {
+            tracing::error!("{e}");
+        }
+        for s in Stage::ALL {
+            self.0.nudge(s);
+        }
     }
 
     /// Change the bound of the receive, process and send queues (at least 1).
@@ -377,6 +409,23 @@ impl Pipeline {
         }
     }
 
+    /// Take a monitor sample if the newer one is a window old.
+    fn sample(&self) {
+        let now = self.stats.snapshot();
+        let mut w = lock(&self.window);
+        if now.at_ns >= w.1.at_ns + live::WINDOW_NS {
+            w.0 = w.1;
+            w.1 = now;
+        }
+    }
+
+    /// The engine's part of `/status`.
+    fn status(&self) -> serde_json::Value {
+        let now = self.stats.snapshot();
+        let earlier = lock(&self.window).0;
+        live::status(self, &earlier, &now)
+    }
+
     fn stopped(&self) -> bool {
         Stage::ALL
             .iter()
@@ -429,6 +478,9 @@ impl super::Engine for StagedEngine {
         if self.p.running.set(running).is_err() {
             return Err(std::io::Error::other("staged engine already ran"));
         }
+        live::define(&self.p, &shared.knobs);
+        let p = self.p.clone();
+        shared.set_engine("staged", Box::new(move || p.status()));
         // Downstream first, so every stage has somewhere to hand its work.
         for stage in [Stage::Send, Stage::Process, Stage::Receive, Stage::Accept] {
             if let Err(e) = self.p.reconcile(stage) {
@@ -437,7 +489,19 @@ impl super::Engine for StagedEngine {
                 return Err(e);
             }
         }
-        super::master_loop(control, &shared, on_control, || self.p.stopped());
+        let handle = self.handle();
+        let mut generation = shared.knobs.generation();
+        super::master_loop(control, &shared, on_control, || {
+            let g = shared.knobs.generation();
+            if g != generation {
+                generation = g;
+                if let Some((counts, max, queue)) = live::wanted(&shared.knobs) {
+                    handle.apply(counts, max, queue);
+                }
+            }
+            self.p.sample();
+            self.p.stopped()
+        });
         self.join();
         Ok(())
     }

@@ -45,6 +45,7 @@ pub(super) fn run(p: &Arc<Pipeline>, shared: &Shared) -> bool {
             continue;
         }
         let t0 = p.stats.now_ns();
+        st.enter();
         w.date.update(unix_now());
         let svc = shared.service.load_full();
         w.sync_log(&svc);
@@ -61,8 +62,9 @@ pub(super) fn run(p: &Arc<Pipeline>, shared: &Shared) -> bool {
             .fetch_add(w.requests - counted, Ordering::Relaxed);
         counted = w.requests;
         let t1 = p.stats.now_ns();
-        st.add_busy(t1 - t0);
         st.add_blocked(push_send(p, &mut batch, t1));
+        st.leave(t1 - t0);
+        w.publish(shared);
         if p.should_retire(Stage::Process) {
             break false;
         }

@@ -107,6 +107,7 @@ impl Receiver {
             }
             self.mailbox.awake();
             let t0 = p.stats.now_ns();
+            st.enter();
             self.now_ns = t0;
             self.w.now_ms = self.shared.now_ms();
             self.draining = self.shared.draining.load(Ordering::SeqCst);
@@ -132,7 +133,7 @@ impl Receiver {
                 last_tick = self.w.now_ms;
                 self.tick();
             }
-            st.add_busy(p.stats.now_ns().saturating_sub(t0 + blocked));
+            st.leave(p.stats.now_ns().saturating_sub(t0 + blocked));
             if self.finished() {
                 break;
             }

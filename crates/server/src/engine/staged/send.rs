@@ -79,6 +79,7 @@ impl Sender {
             }
             self.mailbox.awake();
             let t0 = p.stats.now_ns();
+            st.enter();
             self.now_ms = self.shared.now_ms();
             for ev in events.iter() {
                 match ev.data.u64() {
@@ -95,7 +96,7 @@ impl Sender {
                 p.stats.bytes_sent.fetch_add(self.bytes, Ordering::Relaxed);
                 self.bytes = 0;
             }
-            st.add_busy(p.stats.now_ns().saturating_sub(t0));
+            st.leave(p.stats.now_ns().saturating_sub(t0));
             if self.finished() {
                 break;
             }

@@ -38,6 +38,8 @@ pub struct StageStats {
     pub threads: AtomicUsize,
     /// OS threads still running, retiring ones included.
     pub running: AtomicUsize,
+    /// Threads working on an item now (the rest of `running` wait for work).
+    pub busy: AtomicUsize,
     /// Items in the stage's queue now.
     pub queued: AtomicUsize,
     /// Bound of the stage's queue (receive: new connections only; keep-alive connections
@@ -55,6 +57,17 @@ pub struct StageStats {
 }
 
 impl StageStats {
+    /// A thread starts working on what it took.
+    pub(super) fn enter(&self) {
+        self.busy.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// ... and is done with it; `ns` of its time counts as busy.
+    pub(super) fn leave(&self, ns: u64) {
+        self.busy.fetch_sub(1, Ordering::Relaxed);
+        self.add_busy(ns);
+    }
+
     pub(super) fn add_busy(&self, ns: u64) {
         self.busy_ns.fetch_add(ns, Ordering::Relaxed);
     }
@@ -76,6 +89,7 @@ impl StageStats {
             target: self.target.load(r),
             threads: self.threads.load(r),
             running: self.running.load(r),
+            busy: self.busy.load(r),
             queued: self.queued.load(r),
             queue_cap: self.queue_cap.load(r),
             items: self.items.load(r),
@@ -139,6 +153,7 @@ pub struct StageSnapshot {
     pub target: usize,
     pub threads: usize,
     pub running: usize,
+    pub busy: usize,
     pub queued: usize,
     pub queue_cap: usize,
     pub items: u64,
