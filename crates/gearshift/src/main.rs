@@ -24,7 +24,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve a directory over HTTP/1.1 (default: the current directory on 127.0.0.1:8080).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Talk to a running server's admin interface: status, knobs.
     Ctl(ctl::CtlArgs),
 }
@@ -212,7 +212,7 @@ fn init_tracing(level: &str) {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Serve(args) => serve(args),
+        Command::Serve(args) => serve(*args),
         Command::Ctl(args) => ctl::run(args),
     };
     match result {
