@@ -2,7 +2,10 @@
 //! thread takes connections whose requests receive has framed, answers them with the
 //! current `Service` (`Session::answer_framed`: lookup, object cache, headers, access log)
 //! into the connection's own output batch, and hands them to the send stage. It never
-//! touches a socket, so its busy time is the handler's time.
+//! touches a socket, so its busy time is the handler's time. `Service::handle` is also the
+//! pipeline's dynamic hand-off point (paper 002 passes dynamic requests to a user-space
+//! server): handlers added there later run in this stage, so a slow one holds only
+//! process threads, which is what the stage's utilisation and queue length then show.
 
 use super::stats::Stage;
 use super::{Conn, Pipeline};
