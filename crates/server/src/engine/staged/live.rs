@@ -4,10 +4,10 @@
 //! idle), the queue length and bound, the mean service time and the utilisation over the
 //! last monitor window, plus the pipeline's request and byte rates. Those per-stage queue
 //! lengths and utilisations are the inputs of paper 002's KETA allocator (§4.2), which a
-//! later issue drives through the same knobs.
+//! later issue drives through the same knobs or the `Staged` handle's setters (here too).
 
-use super::stats::{Snapshot, Stage};
-use super::Pipeline;
+use super::stats::{PipelineStats, Snapshot, Stage};
+use super::{lock, Pipeline, Staged};
 use crate::knobs::{Knobs, Spec};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
@@ -42,7 +42,7 @@ pub(super) fn define(p: &Pipeline, knobs: &Knobs) {
         let target = p.stats.stage(*s).target.load(Ordering::SeqCst);
         knobs.define(spec(THREAD_KNOBS[i], THREADS_LIMIT, help[i]), target as u64);
     }
-    let m = *super::lock(&p.max_threads) as u64;
+    let m = *lock(&p.max_threads) as u64;
     let help = "total thread budget M of the four stages";
     knobs.define(spec(MAX_THREADS, THREADS_LIMIT, help), m);
     let q = p
@@ -127,7 +127,7 @@ pub(super) fn status(p: &Pipeline, earlier: &Snapshot, now: &Snapshot) -> Value 
     let threads: usize = now.stages.iter().map(|s| s.threads).sum();
     json!({
         "threads": threads,
-        "max_threads": *super::lock(&p.max_threads),
+        "max_threads": *lock(&p.max_threads),
         "connections": now.connections,
         "requests": now.requests,
         "bytes_sent": now.bytes_sent,
@@ -142,6 +142,106 @@ pub(super) fn status(p: &Pipeline, earlier: &Snapshot, now: &Snapshot) -> Value 
 /// Three decimals are plenty for a report and keep the JSON readable.
 fn round(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
+}
+
+impl Staged {
+    /// The load monitor (live atomics; `stats().snapshot()` for a copy).
+    pub fn stats(&self) -> &PipelineStats {
+        &self.0.stats
+    }
+
+    /// Target thread count of a stage.
+    pub fn threads(&self, stage: Stage) -> usize {
+        self.0.stats.stage(stage).target.load(Ordering::SeqCst)
+    }
+
+    pub fn max_threads(&self) -> usize {
+        *lock(&self.0.max_threads)
+    }
+
+    /// Set a stage's thread target (at least 1; all targets together at most M). The stage
+    /// spawns threads at once or retires them as they finish their current work.
+    pub fn set_threads(&self, stage: Stage, n: usize) -> Result<(), String> {
+        if n == 0 {
+            return Err(format!(
+                "staged.{}_threads: must be at least 1",
+                stage.name()
+            ));
+        }
+        let max = lock(&self.0.max_threads);
+        let others: usize = Stage::ALL
+            .iter()
+            .filter(|s| **s != stage)
+            .map(|s| self.threads(*s))
+            .sum();
+        if others + n > *max {
+            return Err(format!(
+                "staged.{}_threads: {n} would bring the total to {} above max_threads {}",
+                stage.name(),
+                others + n,
+                *max
+            ));
+        }
+        self.0.stats.stage(stage).target.store(n, Ordering::SeqCst);
+        self.0
+            .reconcile(stage)
+            .map_err(|e| format!("staged: cannot start a {} thread: {e}", stage.name()))?;
+        drop(max);
+        self.0.nudge(stage);
+        Ok(())
+    }
+
+    /// Change the budget M (not below the threads the stages are asked to run now).
+    pub fn set_max_threads(&self, m: usize) -> Result<(), String> {
+        let mut max = lock(&self.0.max_threads);
+        let total: usize = Stage::ALL.iter().map(|s| self.threads(*s)).sum();
+        if m < total {
+            return Err(format!(
+                "staged.max_threads: {m} is below the {total} threads the stages run"
+            ));
+        }
+        *max = m;
+        Ok(())
+    }
+
+    /// Run these thread counts, budget and queue bound, already checked together (the
+    /// admin interface's knobs): targets first, then every stage reconciles, so moving
+    /// threads from one stage to another never trips over the budget midway.
+    pub(super) fn apply(&self, counts: [usize; 4], max: usize, queue: usize) {
+        let mut m = lock(&self.0.max_threads);
+        *m = max;
+        for (s, n) in Stage::ALL.iter().zip(counts) {
+            self.0
+                .stats
+                .stage(*s)
+                .target
+                .store(n.max(1), Ordering::SeqCst);
+        }
+        for s in Stage::ALL {
+            if let Err(e) = self.0.reconcile(s) {
+                tracing::error!("staged: cannot start a {} thread: {e}", s.name());
+            }
+        }
+        drop(m);
+        if let Err(e) = self.set_queue(queue) {
+            tracing::error!("{e}");
+        }
+        for s in Stage::ALL {
+            self.0.nudge(s);
+        }
+    }
+
+    /// Change the bound of the receive, process and send queues (at least 1).
+    pub fn set_queue(&self, n: usize) -> Result<(), String> {
+        if n == 0 {
+            return Err("staged.queue: must be at least 1".into());
+        }
+        for s in [Stage::Receive, Stage::Process, Stage::Send] {
+            self.0.stats.stage(s).queue_cap.store(n, Ordering::SeqCst);
+            self.0.nudge(s);
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
