@@ -2,10 +2,10 @@
 //! thread takes connections whose requests receive has framed, answers them with the
 //! current `Service` (`Session::answer_framed`: lookup, object cache, headers, access log)
 //! into the connection's own output batch, and hands them to the send stage. It never
-//! touches a socket, so its busy time is the handler's time. `Service::handle` is also the
-//! pipeline's dynamic hand-off point (paper 002 passes dynamic requests to a user-space
-//! server): handlers added there later run in this stage, so a slow one holds only
-//! process threads, which is what the stage's utilisation and queue length then show.
+//! touches a socket: its busy time is the handlers' and the hand-off's. `Service::handle`
+//! is also the pipeline's dynamic hand-off point (paper 002 passes dynamic requests to a
+//! user-space server): handlers added there later run in this stage, so a slow one holds
+//! only process threads, which is what the stage's utilisation and queue length then show.
 
 use super::stats::Stage;
 use super::{Conn, Pipeline};
@@ -65,9 +65,11 @@ pub(super) fn run(p: &Arc<Pipeline>, shared: &Shared) -> bool {
             .fetch_add(w.requests - counted, Ordering::Relaxed);
         counted = w.requests;
         let t1 = p.stats.now_ns();
-        st.add_blocked(push_send(p, &mut batch, t1));
-        st.leave(t1 - t0);
+        let blocked = push_send(p, &mut batch, t1);
+        st.add_blocked(blocked);
         w.publish(shared);
+        // Busy: the handlers and the hand-off to send, not the wait for room there.
+        st.leave(p.stats.now_ns().saturating_sub(t0 + blocked));
         if p.should_retire(Stage::Process) {
             break false;
         }
