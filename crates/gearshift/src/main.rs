@@ -24,7 +24,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve a directory over HTTP/1.1 (default: the current directory on 127.0.0.1:8080).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Talk to a running server's admin interface: status, knobs.
     Ctl(ctl::CtlArgs),
 }
@@ -70,6 +70,49 @@ struct ServeArgs {
     /// Admin interface (status and live knobs): IP:PORT or a Unix socket path.
     #[arg(long, env = "GEARSHIFT_ADMIN")]
     admin: Option<String>,
+    #[command(flatten)]
+    staged: StagedArgs,
+}
+
+/// Knobs of the `staged` engine (the `[staged]` TOML table; live: `gearshift ctl set`).
+#[derive(Args, Clone, Default)]
+struct StagedArgs {
+    /// staged: accept stage threads.
+    #[arg(long)]
+    staged_accept_threads: Option<usize>,
+    /// staged: receive (read and parse) stage threads.
+    #[arg(long)]
+    staged_receive_threads: Option<usize>,
+    /// staged: process (handler) stage threads (`--workers`, when given, sets this).
+    #[arg(long)]
+    staged_process_threads: Option<usize>,
+    /// staged: send stage threads.
+    #[arg(long)]
+    staged_send_threads: Option<usize>,
+    /// staged: total thread budget M of the four stages.
+    #[arg(long)]
+    staged_max_threads: Option<usize>,
+    /// staged: bound of each inter-stage queue.
+    #[arg(long)]
+    staged_queue: Option<usize>,
+}
+
+impl StagedArgs {
+    fn apply(&self, c: &mut gearshift_server::config::StagedConfig) {
+        let pairs = [
+            (self.staged_accept_threads, &mut c.accept_threads),
+            (self.staged_receive_threads, &mut c.receive_threads),
+            (self.staged_process_threads, &mut c.process_threads),
+            (self.staged_send_threads, &mut c.send_threads),
+            (self.staged_max_threads, &mut c.max_threads),
+            (self.staged_queue, &mut c.queue),
+        ];
+        for (arg, field) in pairs {
+            if let Some(v) = arg {
+                *field = v;
+            }
+        }
+    }
 }
 
 fn parse_format(s: &str) -> Result<LogFormat, String> {
@@ -111,6 +154,7 @@ fn load_config(a: &ServeArgs) -> Result<Config, String> {
     if let Some(v) = &a.cache_control {
         c.static_files.cache_control = v.clone();
     }
+    a.staged.apply(&mut c.staged);
     c.static_files.listing |= a.listing;
     c.static_files.hidden |= a.hidden;
     if a.no_cache {
@@ -168,7 +212,7 @@ fn init_tracing(level: &str) {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Serve(args) => serve(args),
+        Command::Serve(args) => serve(*args),
         Command::Ctl(args) => ctl::run(args),
     };
     match result {

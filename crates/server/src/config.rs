@@ -378,6 +378,20 @@ impl Config {
         positive("threads.max_threads", self.threads.max_threads as u64)?;
         positive("pool.threads", self.pool.threads as u64)?;
         positive("pool.queue", self.pool.queue as u64)?;
+        let st = &self.staged;
+        positive("staged.accept_threads", st.accept_threads as u64)?;
+        positive("staged.receive_threads", st.receive_threads as u64)?;
+        positive("staged.process_threads", st.process_threads as u64)?;
+        positive("staged.send_threads", st.send_threads as u64)?;
+        positive("staged.queue", st.queue as u64)?;
+        let stage_threads =
+            st.accept_threads + st.receive_threads + st.process_threads + st.send_threads;
+        if stage_threads > st.max_threads {
+            return Err(format!(
+                "staged.max_threads: {} is below the {stage_threads} threads of the stages",
+                st.max_threads
+            ));
+        }
         for name in &self.static_files.index {
             if name.is_empty() || name.contains('/') || name == "." || name == ".." {
                 return Err(format!("static.index: '{name}' is not a file name"));
@@ -462,6 +476,9 @@ mod tests {
         c.root = std::env::temp_dir();
         c.http.max_head = 0;
         assert!(c.validate().unwrap_err().starts_with("http.max_head"));
+        c.http.max_head = Config::default().http.max_head;
+        c.staged.max_threads = 8; // the default stages run 9
+        assert!(c.validate().unwrap_err().starts_with("staged.max_threads"));
     }
 
     #[test]

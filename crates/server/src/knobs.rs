@@ -17,10 +17,15 @@ pub struct Spec {
     pub help: &'static str,
 }
 
+/// A rule across knobs (say, stage threads summing to at most a budget), checked by `set`
+/// on the values a change would leave; an `Err` refuses the whole change.
+pub type CheckFn = Box<dyn Fn(&BTreeMap<&str, u64>) -> Result<(), String> + Send>;
+
 #[derive(Default)]
 pub struct Knobs {
     inner: Mutex<BTreeMap<&'static str, (Spec, u64)>>,
     generation: AtomicU64,
+    check: Mutex<Option<CheckFn>>,
 }
 
 impl Knobs {
@@ -29,6 +34,11 @@ impl Knobs {
         let v = value.clamp(spec.min, spec.max);
         self.lock().insert(spec.name, (spec, v));
         self.generation.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Install the engine's cross-knob rule (replacing any earlier one).
+    pub fn set_check(&self, check: CheckFn) {
+        *self.check.lock().unwrap_or_else(|p| p.into_inner()) = Some(check);
     }
 
     pub fn get(&self, name: &str) -> Option<u64> {
@@ -53,6 +63,13 @@ impl Knobs {
                 }
                 Some(_) => {}
             }
+        }
+        if let Some(check) = &*self.check.lock().unwrap_or_else(|p| p.into_inner()) {
+            let mut after: BTreeMap<&str, u64> = map.iter().map(|(k, (_, v))| (*k, *v)).collect();
+            for (name, v) in changes {
+                after.insert(name.as_str(), *v);
+            }
+            check(&after)?;
         }
         for (name, v) in changes {
             if let Some(entry) = map.get_mut(name.as_str()) {
@@ -120,5 +137,31 @@ mod tests {
         k.set(&[("threads".into(), 20)]).unwrap();
         assert_eq!(k.get("threads"), Some(20));
         assert!(k.generation() > g);
+    }
+
+    #[test]
+    fn a_cross_knob_check_refuses_the_whole_change() {
+        let k = Knobs::default();
+        k.define(spec("a"), 2);
+        k.define(spec("b"), 3);
+        k.set_check(Box::new(|v| {
+            let sum = v["a"] + v["b"];
+            if sum > 10 {
+                Err(format!("a + b = {sum} above 10"))
+            } else {
+                Ok(())
+            }
+        }));
+        let g = k.generation();
+        let e = k.set(&[("a".into(), 8)]).unwrap_err();
+        assert_eq!(e, "a + b = 11 above 10");
+        assert_eq!(
+            (k.get("a"), k.generation()),
+            (Some(2), g),
+            "nothing applied"
+        );
+        // Checked on the values after the change: raising one and lowering the other is fine.
+        k.set(&[("a".into(), 8), ("b".into(), 1)]).unwrap();
+        assert_eq!((k.get("a"), k.get("b")), (Some(8), Some(1)));
     }
 }

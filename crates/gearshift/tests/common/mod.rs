@@ -232,8 +232,8 @@ pub fn command(args: &[String], env: &[(&str, &str)], cwd: Option<&Path>) -> Com
 /// Run a command to completion (for `--check-config` and failing starts), at most 10 s.
 pub fn run_to_exit(mut cmd: Command) -> (ExitStatus, String, String) {
     let mut child = cmd.spawn().expect("spawn gearshift");
-    let out = collect(child.stdout.take().unwrap());
-    let err = collect(child.stderr.take().unwrap());
+    let (out, out_done) = collect_to_eof(child.stdout.take().unwrap());
+    let (err, err_done) = collect_to_eof(child.stderr.take().unwrap());
     let start = Instant::now();
     let status = loop {
         if let Some(st) = child.try_wait().unwrap() {
@@ -250,16 +250,29 @@ pub fn run_to_exit(mut cmd: Command) -> (ExitStatus, String, String) {
         }
         thread::sleep(Duration::from_millis(20));
     };
-    thread::sleep(Duration::from_millis(50));
+    // Until both pipes reach EOF (a fixed short sleep lost the last line on a busy machine).
+    let readers = Instant::now();
+    while !(out_done.is_finished() && err_done.is_finished())
+        && readers.elapsed() < Duration::from_secs(5)
+    {
+        thread::sleep(Duration::from_millis(10));
+    }
     let o = out.lock().unwrap().join("\n");
     let e = err.lock().unwrap().join("\n");
     (status, o, e)
 }
 
 fn collect(r: impl Read + Send + 'static) -> Arc<Mutex<Vec<String>>> {
+    collect_to_eof(r).0
+}
+
+/// The lines read so far, and the reader thread (finished at EOF).
+fn collect_to_eof(
+    r: impl Read + Send + 'static,
+) -> (Arc<Mutex<Vec<String>>>, thread::JoinHandle<()>) {
     let lines = Arc::new(Mutex::new(Vec::new()));
     let l2 = lines.clone();
-    thread::spawn(move || {
+    let reader = thread::spawn(move || {
         for line in BufReader::new(r).lines() {
             match line {
                 Ok(l) => l2.lock().unwrap().push(l),
@@ -267,7 +280,7 @@ fn collect(r: impl Read + Send + 'static) -> Arc<Mutex<Vec<String>>> {
             }
         }
     });
-    lines
+    (lines, reader)
 }
 
 /// Start gearshift and wait (at most 10 s) for its banner; on failure return its stderr.

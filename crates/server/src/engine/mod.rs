@@ -6,6 +6,7 @@
 pub mod blocking;
 pub mod event;
 pub mod pool;
+pub mod staged;
 pub mod threads;
 
 use crate::config::Config;
@@ -14,7 +15,7 @@ use std::net::TcpListener;
 use std::sync::Arc;
 
 /// Engine names accepted by `--engine`.
-pub const NAMES: &[&str] = &["event", "threads", "pool"];
+pub const NAMES: &[&str] = &["event", "threads", "pool", "staged"];
 
 /// A concurrency architecture. `run` is called on the master (main) thread after the
 /// listener is bound; it serves until `control` asks for shutdown, drains within the
@@ -46,6 +47,12 @@ pub fn build(config: &Config) -> Result<Box<dyn Engine>, String> {
             pick(config.workers, config.pool.threads),
             config.pool.queue,
         ))),
+        // `workers`, when set, is the process stage's thread count.
+        "staged" => {
+            let mut knobs = config.staged.clone();
+            knobs.process_threads = pick(config.workers, knobs.process_threads);
+            Ok(Box::new(staged::StagedEngine::new(&knobs)?))
+        }
         other => Err(format!(
             "engine: unknown engine '{other}' (known: {})",
             NAMES.join(", ")
