@@ -5,7 +5,8 @@
 //!   theta + c*Delta, then theta - c*Delta (Delta random +-1 per knob, the "paired
 //!   perturbation"), each for `dwell` intervals with the first discarded, and estimates the
 //!   gradient from the difference. Log space makes the steps relative and the multiplicative
-//!   noise additive; both knobs move at the cost of one difference (paper 001's future work).
+//!   noise additive; both knobs move at the cost of one difference (paper 001's future
+//!   work; `tune_keepalive`, off by default -- see defaults).
 //! * Steps are gated by signal to noise: the noise of y is estimated from the spread inside
 //!   each half, and a step is taken only when the difference exceeds `snr_gate` standard
 //!   errors -- on a flat or noisy stretch it holds still instead of random-walking (what
@@ -33,7 +34,8 @@ use std::time::Duration;
 pub struct GearshiftParams {
     /// Perturbation of ln MaxClients and of ln KeepAliveTimeout.
     pub perturbation: [f64; 2],
-    pub max_log_step: f64,
+    /// Largest step per iteration of ln MaxClients and of ln KeepAliveTimeout.
+    pub max_log_step: [f64; 2],
     pub gain: f64,
     pub snr_gate: f64,
     pub dwell: usize,
@@ -62,7 +64,7 @@ impl Default for GearshiftParams {
     fn default() -> Self {
         GearshiftParams {
             perturbation: [d::PERTURBATION, d::PERTURBATION_KEEPALIVE],
-            max_log_step: d::MAX_LOG_STEP,
+            max_log_step: [d::MAX_LOG_STEP, d::MAX_LOG_STEP_KEEPALIVE],
             gain: d::GAIN,
             snr_gate: d::SNR_GATE,
             dwell: d::DWELL,
@@ -72,7 +74,7 @@ impl Default for GearshiftParams {
             cpu_saturated: d::CPU_SATURATED,
             idle_share: d::IDLE_SHARE,
             trim_step: d::TRIM_STEP,
-            tune_keepalive: true,
+            tune_keepalive: d::TUNE_KEEPALIVE,
             initial_noise: 0.15,
             max_threads: keta::MAX_THREADS,
             seed: 0x6765_6172,
@@ -133,13 +135,21 @@ impl Gearshift {
         self.half.clear();
     }
 
-    /// Fold a finished half's samples into the noise estimate; return their mean.
+    /// Fold a finished half's samples into the noise estimate; return their median (one
+    /// interval's spike -- a burst of slow pages -- must not steer a step).
     fn close_half(&mut self) -> Option<(f64, usize)> {
         let n = self.half.len();
         if n == 0 {
             return None;
         }
         let mean = self.half.iter().sum::<f64>() / n as f64;
+        let mut sorted = self.half.clone();
+        sorted.sort_by(f64::total_cmp);
+        let median = if n % 2 == 1 {
+            sorted[n / 2]
+        } else {
+            (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+        };
         if n >= 2 {
             let v = self.half.iter().map(|y| (y - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
             self.var = Some(match self.var {
@@ -148,7 +158,7 @@ impl Gearshift {
             });
         }
         self.half.clear();
-        Some((mean, n))
+        Some((median, n))
     }
 
     /// The cost of one interval: ln RT from paper 001's Eq. (1), AQT + BL x ST, with the
@@ -168,6 +178,7 @@ impl Gearshift {
         (rt > 0.0).then(|| rt.ln())
     }
 
+    #[allow(clippy::needless_range_loop)] // four arrays indexed by knob
     fn spsa(&mut self, m: &Measurement, theta: &mut [f64; 2], dims: usize) {
         let y = self.cost(m);
         if let (true, Some(y)) = (self.seen > 0, y) {
@@ -191,10 +202,10 @@ impl Gearshift {
         let sd = self.var.unwrap_or(self.p.initial_noise.powi(2)).sqrt();
         let se = sd * (1.0 / self.n_plus as f64 + 1.0 / n as f64).sqrt();
         if diff.abs() > self.p.snr_gate * se {
-            let steps = theta.iter_mut().zip(self.p.perturbation).zip(self.delta);
-            for ((t, c), dlt) in steps.take(dims) {
-                let g = diff / (2.0 * c * dlt);
-                *t -= (self.p.gain * g).clamp(-self.p.max_log_step, self.p.max_log_step);
+            for i in 0..dims {
+                let g = diff / (2.0 * self.p.perturbation[i] * self.delta[i]);
+                let lim = self.p.max_log_step[i];
+                theta[i] -= (self.p.gain * g).clamp(-lim, lim);
             }
         }
         self.new_iteration();

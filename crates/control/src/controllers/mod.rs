@@ -12,6 +12,11 @@ pub mod static_;
 
 pub use keta::{fit_c1_c2, FitSample};
 
+#[cfg(test)]
+mod plant_tests;
+#[cfg(test)]
+mod tests;
+
 use crate::types::{Bounds, Controller, Supervisor, KEEPALIVE_TIMEOUT_MS, MAX_CLIENTS};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
