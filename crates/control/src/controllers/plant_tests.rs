@@ -84,8 +84,25 @@ fn gearshift_beats_newton_fuzzy_and_saturation_with_a_load_step() {
         let opt = optima(&cfg);
         let ours = score(&run_one("gearshift", &cfg), &opt);
         eprintln!("seed {seed} gearshift {ours:?}");
+        // The joint MaxClients + KeepAliveTimeout search (opt-in) must beat them too.
+        let t: toml::Table = toml::from_str("tune_keepalive = true").unwrap();
+        let mut joint = Supervisor::new(build("gearshift", Some(t)).unwrap(), default_bounds());
+        let joint_pts = run(&cfg, &mut joint);
+        let ka = default_bounds()[crate::types::KEEPALIVE_TIMEOUT_MS];
+        assert!(joint_pts
+            .iter()
+            .all(|p| p.keepalive_ms >= ka.min && p.keepalive_ms <= ka.max));
+        assert!(joint_pts
+            .iter()
+            .any(|p| p.keepalive_ms != cfg.start_keepalive_ms));
+        let joint = score(&joint_pts, &opt);
+        eprintln!("seed {seed} gearshift+keepalive {joint:?}");
         for name in ["newton", "fuzzy", "saturation"] {
             let theirs = score(&run_one(name, &cfg), &opt);
+            assert!(
+                joint.penalty < theirs.penalty,
+                "seed {seed}: joint search vs {name}"
+            );
             eprintln!("seed {seed} {name} {theirs:?}");
             // Closer: smaller mean RT penalty over the whole run and after the step.
             assert!(ours.penalty < theirs.penalty, "seed {seed} vs {name}");
