@@ -119,3 +119,27 @@ fn pipeline_bottleneck_is_the_send_stage() {
     assert_eq!(worst, 3, "queues {q:?}");
     assert!(q[3] > 10.0 * q[0], "queues {q:?}");
 }
+
+#[test]
+fn given_service_times_are_replayed_at_the_requested_mean() {
+    use super::dist::Shape;
+    let text =
+        "service_mean_s = 0.004\ncores = 0.0\ncontention_per_worker = 0.0\nconnect_cost_s = 0.0\n\
+                [service]\nkind = \"empirical\"\nsamples = [1.0, 1.0, 4.0]\n";
+    let model: ServerModel = toml::from_str(text).unwrap();
+    assert_eq!(
+        model.service,
+        Shape::Empirical {
+            samples: vec![1.0, 1.0, 4.0]
+        }
+    );
+    let s = steady(&model, 9, 200, 1000, 1.0, 60.0);
+    assert!((s.service_s / 0.004 - 1.0).abs() < 0.05, "{s:?}");
+    let err = toml::from_str::<ServerModel>("sessions = 10\nthinktime = 3.0\n").unwrap_err();
+    assert!(err.to_string().contains("thinktime"), "{err}");
+    let bad = ServerModel {
+        service: Shape::Lognormal { cv: -1.0 },
+        ..ServerModel::default()
+    };
+    assert!(bad.validate().is_err());
+}
