@@ -27,6 +27,8 @@ enum Command {
     Serve(Box<ServeArgs>),
     /// Talk to a running server's admin interface: status, knobs.
     Ctl(ctl::CtlArgs),
+    /// Simulate paper 001's server and paper 002's pipeline; run controllers against them.
+    Sim(gearshift_control::cli::SimArgs),
 }
 
 #[derive(Args, Clone)]
@@ -214,6 +216,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Serve(args) => serve(*args),
         Command::Ctl(args) => ctl::run(args),
+        Command::Sim(args) => gearshift_control::cli::run_sim(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
