@@ -5,7 +5,11 @@
 
 pub mod blocking;
 pub mod event;
+pub mod fork;
+pub mod maintenance;
 pub mod pool;
+pub mod prefork;
+pub mod scoreboard;
 pub mod threads;
 
 use crate::config::Config;
@@ -14,7 +18,7 @@ use std::net::TcpListener;
 use std::sync::Arc;
 
 /// Engine names accepted by `--engine`.
-pub const NAMES: &[&str] = &["event", "threads", "pool"];
+pub const NAMES: &[&str] = &["event", "threads", "pool", "fork", "prefork"];
 
 /// A concurrency architecture. `run` is called on the master (main) thread after the
 /// listener is bound; it serves until `control` asks for shutdown, drains within the
@@ -45,6 +49,13 @@ pub fn build(config: &Config) -> Result<Box<dyn Engine>, String> {
         "pool" => Ok(Box::new(pool::PoolEngine::new(
             pick(config.workers, config.pool.threads),
             config.pool.queue,
+        ))),
+        "fork" => Ok(Box::new(fork::ForkEngine::new(pick(
+            config.workers,
+            config.fork.max_children,
+        )))),
+        "prefork" => Ok(Box::new(prefork::PreforkEngine::new(
+            prefork::PreforkKnobs::from_config(config),
         ))),
         other => Err(format!(
             "engine: unknown engine '{other}' (known: {})",
