@@ -9,9 +9,17 @@
 //! `Shared`; the blocking `Worker` re-reads that flag at every wake-up (its polls are
 //! interrupted by the signal), so no hook in the worker is needed. The master sends SIGTERM
 //! to every child when it drains, and the kernel sends it (PDEATHSIG) if the master dies.
+//!
+//! fork, sigaction and the signal masks go through nix's typed wrappers (no casts of
+//! handlers to integers); only `_exit` is libc's, as nix has no wrapper for it.
 
 use super::super::scoreboard::{Scoreboard, State};
 use crate::control::Shared;
+use nix::sys::signal::{
+    pthread_sigmask, sigaction, SaFlags, SigAction, SigHandler, SigSet, SigmaskHow,
+    Signal as NixSignal,
+};
+use nix::unistd::{fork, ForkResult};
 use rustix::fd::{BorrowedFd, OwnedFd};
 use rustix::process::{Pid, Signal, WaitOptions};
 use std::collections::HashMap;
@@ -60,36 +68,23 @@ extern "C" fn on_child_term(_sig: libc::c_int) {
     child_drain();
 }
 
-fn set_handler(sig: libc::c_int, handler: libc::sighandler_t) {
-    // SAFETY: a zeroed sigaction is a valid value (empty mask, no flags); the handler is
-    // SIG_IGN, SIG_DFL or `on_child_term`, which is async-signal-safe.
-    unsafe {
-        let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = handler;
-        sa.sa_flags = libc::SA_RESTART;
-        libc::sigemptyset(&mut sa.sa_mask);
-        libc::sigaction(sig, &sa, std::ptr::null_mut());
-    }
+fn set_handler(sig: NixSignal, handler: SigHandler) {
+    let action = SigAction::new(handler, SaFlags::SA_RESTART, SigSet::empty());
+    // SAFETY: the handler is SIG_IGN, SIG_DFL or `on_child_term`, which only touches
+    // atomics and the monotonic clock (async-signal-safe).
+    let _ = unsafe { sigaction(sig, &action) };
 }
 
 /// Block every signal, returning the previous mask: around fork, so that a signal meant
 /// for the new child waits until its handlers are installed.
-fn block_signals() -> libc::sigset_t {
-    // SAFETY: sigset_t is plain data, initialised by sigfillset/pthread_sigmask.
-    unsafe {
-        let mut all: libc::sigset_t = std::mem::zeroed();
-        let mut old: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut old);
-        old
-    }
+fn block_signals() -> SigSet {
+    let mut old = SigSet::empty();
+    let _ = pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&SigSet::all()), Some(&mut old));
+    old
 }
 
-fn set_mask(mask: &libc::sigset_t) {
-    // SAFETY: `mask` came from pthread_sigmask.
-    unsafe {
-        libc::pthread_sigmask(libc::SIG_SETMASK, mask, std::ptr::null_mut());
-    }
+fn set_mask(mask: &SigSet) {
+    let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(mask), None);
 }
 
 /// Fork a child that runs `body` and exits with its code (through `_exit`: the master's
@@ -102,25 +97,26 @@ pub fn spawn(shared: &Arc<Shared>, body: impl FnOnce() -> i32) -> std::io::Resul
     // SAFETY: the master is single-threaded (checked when the engine starts, asserted above
     // in debug builds), so the child is a complete copy of it: no lock in it is held by a
     // thread that does not exist there, and it may allocate and do I/O.
-    let pid = unsafe { libc::fork() };
-    if pid != 0 {
-        set_mask(&old);
-        return if pid < 0 {
-            Err(std::io::Error::last_os_error())
-        } else {
-            Ok(pid as u32)
-        };
+    match unsafe { fork() } {
+        Ok(ForkResult::Parent { child }) => {
+            set_mask(&old);
+            return Ok(child.as_raw() as u32);
+        }
+        Err(e) => {
+            set_mask(&old);
+            return Err(e.into());
+        }
+        Ok(ForkResult::Child) => {}
     }
     // The child. Signals stay blocked until its own handlers are in place.
     let drain_ms = shared.service.load().config.shutdown_timeout_ms;
     let _ = CHILD.set((shared.clone(), drain_ms));
-    let term: extern "C" fn(libc::c_int) = on_child_term;
-    set_handler(libc::SIGTERM, term as libc::sighandler_t);
-    set_handler(libc::SIGINT, term as libc::sighandler_t);
+    set_handler(NixSignal::SIGTERM, SigHandler::Handler(on_child_term));
+    set_handler(NixSignal::SIGINT, SigHandler::Handler(on_child_term));
     // Reload and log reopening are the master's business (it tells children itself).
-    set_handler(libc::SIGHUP, libc::SIG_IGN);
-    set_handler(libc::SIGUSR1, libc::SIG_IGN);
-    set_handler(libc::SIGCHLD, libc::SIG_DFL);
+    set_handler(NixSignal::SIGHUP, SigHandler::SigIgn);
+    set_handler(NixSignal::SIGUSR1, SigHandler::SigIgn);
+    set_handler(NixSignal::SIGCHLD, SigHandler::SigDfl);
     let _ = rustix::process::set_parent_process_death_signal(Some(Signal::Term));
     if rustix::process::getppid() != Some(master) {
         // The master died before PDEATHSIG was armed: drain as if it had been sent.
@@ -128,8 +124,9 @@ pub fn spawn(shared: &Arc<Shared>, body: impl FnOnce() -> i32) -> std::io::Resul
     }
     set_mask(&old);
     let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)).unwrap_or(70);
-    // SAFETY: ends this child at once, without unwinding into the master's frames or
-    // running its exit hooks; the child flushed what it owns (its log buffer) in `body`.
+    // SAFETY: _exit(2) ends this child at once, without unwinding into the master's frames
+    // or running its exit hooks (std::process::exit would flush a copy of the master's
+    // stdout buffer a second time); the child flushed what it owns (its log) in `body`.
     unsafe { libc::_exit(code) }
 }
 
@@ -154,13 +151,9 @@ impl Reaper {
         use rustix::pipe::{pipe_with, PipeFlags};
         let (r, w) = pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK)?;
         let id = signal_hook::low_level::pipe::register(libc::SIGCHLD, w)?;
-        // SAFETY: sigset_t is plain data, initialised by sigemptyset.
-        unsafe {
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            libc::sigaddset(&mut set, libc::SIGCHLD);
-            libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
-        }
+        let mut chld = SigSet::empty();
+        chld.add(NixSignal::SIGCHLD);
+        chld.thread_unblock()?;
         Ok(Reaper { pipe: r, id })
     }
 
