@@ -11,7 +11,7 @@
 pub mod process;
 
 use super::blocking::{self, Worker};
-use super::scoreboard::{Scoreboard, Slot, State};
+use super::scoreboard::{Scoreboard, State};
 use crate::control::{Control, Request, Shared};
 use crate::knobs::Spec;
 use process::{Children, Reaper};
@@ -130,7 +130,11 @@ impl Master {
                     on_control(r, shared);
                     return false;
                 }
-                Request::Admin => control.serve_admin(shared),
+                Request::Admin => {
+                    // Fresh counters for /status.
+                    self.children.publish(shared);
+                    control.serve_admin(shared);
+                }
                 other => on_control(other, shared),
             }
         }
@@ -200,7 +204,7 @@ impl Master {
         let spawned = process::spawn(shared, || {
             // The child serves one connection: it has no use for the listener.
             drop(listener.take());
-            serve_one(fd, peer, shared, board.slot(i))
+            serve_one(fd, peer, shared, &board, i)
         });
         match spawned {
             Ok(pid) => {
@@ -220,13 +224,23 @@ impl Master {
 }
 
 /// A child's whole life: serve the connection, record it, leave.
-fn serve_one(fd: OwnedFd, peer: SocketAddr, shared: &Shared, slot: &Slot) -> i32 {
+fn serve_one(
+    fd: OwnedFd,
+    peer: SocketAddr,
+    shared: &Shared,
+    board: &Arc<Scoreboard>,
+    i: usize,
+) -> i32 {
+    let slot = board.slot(i);
     slot.set_pid(rustix::process::getpid().as_raw_nonzero().get() as u32);
     slot.set_state(State::Busy);
     slot.add_connection();
     let mut w = Worker::new(shared);
+    let board = board.clone();
+    w.report_requests(Box::new(move |n| board.slot(i).add_requests(n)));
     w.serve(fd, peer, shared);
-    slot.add_requests(w.w.requests);
+    // A last tick reports the final requests and flushes nothing twice.
+    w.idle_tick(shared);
     w.flush_log();
     slot.set_state(State::Dying);
     0

@@ -44,7 +44,8 @@ impl Knobs {
     }
 }
 
-/// Children counted from the scoreboard: `idle` includes those still starting.
+/// Children counted from the scoreboard: `idle` includes those still starting; neither
+/// `idle` nor `busy` includes children already asked to leave.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Load {
     pub idle: usize,
@@ -70,11 +71,14 @@ pub enum Action {
 pub fn decide(load: Load, knobs: Knobs, rate: usize) -> (Action, usize) {
     let k = knobs.normalized();
     let rate = rate.clamp(1, MAX_SPAWN_RATE);
-    let total = load.total.max(load.idle + load.busy);
-    if total > k.max_workers && load.idle > 0 {
-        // MaxRequestWorkers was lowered live: shed the idle excess now (busy children
-        // are retired as they become idle, on later cycles).
-        (Action::Retire((total - k.max_workers).min(load.idle)), 1)
+    let active = load.idle + load.busy;
+    let total = load.total.max(active);
+    if active > k.max_workers && load.idle > 0 {
+        // MaxRequestWorkers was lowered live: shed the idle excess now. Only children not
+        // already leaving count here (`total` also holds those), or a second cycle would
+        // retire again what the first already did; busy ones are the caller's business
+        // (it may ask them to leave after their connection).
+        (Action::Retire((active - k.max_workers).min(load.idle)), 1)
     } else if load.idle > k.max_spare {
         (Action::Retire(1), 1)
     } else if load.idle < k.min_spare {
@@ -249,6 +253,14 @@ mod tests {
         assert_eq!(decide(over, k, 1), (Action::Retire(2), 1));
         // Over the limit with none idle: nothing to do but wait.
         assert_eq!(decide(load(0, 12), k, 1), (Action::AtLimit, 1));
+        // Children already leaving are not retired twice: 6 leaving, 4 idle + 6 busy
+        // active is exactly the limit.
+        let leaving = Load {
+            idle: 4,
+            busy: 6,
+            total: 16,
+        };
+        assert_eq!(decide(leaving, k, 1), (Action::AtLimit, 1));
     }
 
     #[test]

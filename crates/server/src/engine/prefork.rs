@@ -225,14 +225,19 @@ impl Master<'_> {
     /// Apply pending requests; false once a shutdown was asked for.
     fn control(&mut self, control: &Control, on_control: &mut dyn FnMut(Request, &Shared)) -> bool {
         let shared = self.shared;
-        let header = self.children.board.header();
+        let board = self.children.board.clone();
+        let header = board.header();
         while let Some(r) = control.wait(0) {
             match r {
                 Request::Shutdown => {
                     on_control(r, shared);
                     return false;
                 }
-                Request::Admin => control.serve_admin(shared),
+                Request::Admin => {
+                    // Fresh counters for /status.
+                    self.children.publish(shared);
+                    control.serve_admin(shared);
+                }
                 Request::Reload => {
                     let before = shared.service.load_full();
                     on_control(r, shared);
@@ -255,7 +260,13 @@ impl Master<'_> {
         let g = self.shared.knobs.generation();
         if g != self.knobs_generation {
             self.knobs_generation = g;
+            let before = self.knobs.start_servers;
             self.knobs.reread(&self.shared.knobs);
+            // A raised StartServers acts as a restart would: the pool is brought up to it
+            // at once (maintenance then trims it by the spare rules as usual).
+            if self.knobs.start_servers > before {
+                while self.children.live.len() < self.knobs.start_servers && self.spawn() {}
+            }
             self.children
                 .board
                 .header()
@@ -276,7 +287,7 @@ impl Master<'_> {
         board.slot(i).claim(self.generation);
         let (listener, shared, generation) = (self.listener, self.shared, self.generation);
         match process::spawn(shared, || {
-            child_main(listener, shared, &board, i, generation)
+            child_main(listener, shared, board.clone(), i, generation)
         }) {
             Ok(pid) => {
                 board.slot(i).set_pid(pid);
@@ -291,8 +302,11 @@ impl Master<'_> {
         }
     }
 
-    /// Reap exited children; replace those killed by a signal and those of an older
-    /// configuration generation.
+    /// Reap exited children and replace, one for one, every child that left without being
+    /// asked to (killed by a signal, reloaded, or done with MaxConnectionsPerChild), so
+    /// the pool keeps its size. Retired children (quit flag) are not replaced. Apache
+    /// leaves all of these to the next maintenance cycles, which at a spawn rate of 1
+    /// would leave a pool short for seconds after a reload or under MaxConnectionsPerChild.
     fn reap(&mut self, reaper: &Reaper) {
         while let Some((pid, exit)) = reaper.reap() {
             let Some(view) = self.children.forget(pid) else {
@@ -309,7 +323,7 @@ impl Master<'_> {
                     if code != 0 {
                         tracing::warn!("prefork: child {pid} exited with status {code}");
                     }
-                    view.generation != self.generation
+                    !view.quit
                 }
             };
             if replace && !self.shared.draining.load(Ordering::SeqCst) {
@@ -318,12 +332,28 @@ impl Master<'_> {
         }
     }
 
+    /// Above a lowered MaxRequestWorkers with too few idle children to retire, ask busy
+    /// children (highest slots first) to leave after their current connection: under
+    /// load, children are rarely seen idle, and the pool would otherwise never shrink.
+    fn shed_busy(&mut self) {
+        let board = &self.children.board;
+        let counts = board.counts();
+        let active = counts.spare() + counts.busy - board.busy_leaving().min(counts.busy);
+        for _ in self.knobs.max_request_workers..active {
+            match board.pick_idle().or_else(|| board.pick_busy()) {
+                Some(i) => board.slot(i).ask_quit(),
+                None => break,
+            }
+        }
+    }
+
     /// One maintenance cycle if due.
     fn maintain(&mut self) {
-        let counts = self.children.board.counts();
+        let board = self.children.board.clone();
+        let counts = board.counts();
         let load = maintenance::Load {
             idle: counts.spare(),
-            busy: counts.busy,
+            busy: counts.busy - board.busy_leaving().min(counts.busy),
             total: counts.total.max(self.children.live.len()),
         };
         let Some(action) = self
@@ -356,6 +386,8 @@ impl Master<'_> {
                     }
                 }
             }
+            // Above a lowered limit: `shed_busy` below, not a limit worth reporting.
+            Action::AtLimit if load.idle + load.busy > self.knobs.max_request_workers => {}
             Action::AtLimit => {
                 if !self.at_limit_reported {
                     self.at_limit_reported = true;
@@ -366,6 +398,7 @@ impl Master<'_> {
                 }
             }
         }
+        self.shed_busy();
     }
 }
 
@@ -373,7 +406,7 @@ impl Master<'_> {
 fn child_main(
     listener: &TcpListener,
     shared: &Shared,
-    board: &Scoreboard,
+    board: Arc<Scoreboard>,
     i: usize,
     generation: u32,
 ) -> i32 {
@@ -381,6 +414,8 @@ fn child_main(
     slot.set_pid(rustix::process::getpid().as_raw_nonzero().get() as u32);
     let mut log_generation = header.log_generation();
     let mut w = Worker::new(shared);
+    let counter = board.clone();
+    w.report_requests(Box::new(move |n| counter.slot(i).add_requests(n)));
     let mut served = 0u64;
     slot.set_state(State::Idle);
     loop {
@@ -409,9 +444,9 @@ fn child_main(
         };
         slot.set_state(State::Busy);
         slot.add_connection();
-        let before = w.w.requests;
         w.serve(fd, peer, shared);
-        slot.add_requests(w.w.requests - before);
+        // Reports the connection's last requests to the slot.
+        w.idle_tick(shared);
         served += 1;
         slot.set_state(State::Idle);
     }

@@ -331,6 +331,22 @@ impl Scoreboard {
             .find(|&i| self.slot(i).state() == State::Idle && !self.slot(i).quit_requested())
     }
 
+    /// Highest-numbered busy child not yet asked to quit: the one to retire (after its
+    /// current connection) when the pool must shrink and no child is idle.
+    pub fn pick_busy(&self) -> Option<usize> {
+        (0..self.capacity)
+            .rev()
+            .find(|&i| self.slot(i).state() == State::Busy && !self.slot(i).quit_requested())
+    }
+
+    /// Children serving a connection that were asked to leave after it (they count as
+    /// busy in `counts`).
+    pub fn busy_leaving(&self) -> usize {
+        self.slots()
+            .filter(|s| s.state() == State::Busy && s.quit_requested())
+            .count()
+    }
+
     /// Every occupied slot, for reports.
     pub fn snapshot(&self) -> Vec<(usize, SlotView)> {
         self.slots()

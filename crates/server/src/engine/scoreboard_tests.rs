@@ -184,3 +184,25 @@ fn counts_by_state() {
     board.header().bump_log_generation();
     assert_eq!(board.header().log_generation(), 1);
 }
+
+#[test]
+fn busy_children_picked_to_leave_highest_first_and_counted_once() {
+    let board = Scoreboard::new(4).unwrap();
+    for (i, s) in [State::Busy, State::Idle, State::Busy, State::Busy]
+        .iter()
+        .enumerate()
+    {
+        board.slot(i).claim(0);
+        board.slot(i).set_state(*s);
+    }
+    assert_eq!(board.pick_busy(), Some(3));
+    board.slot(3).ask_quit();
+    assert_eq!(board.pick_busy(), Some(2));
+    assert_eq!(board.busy_leaving(), 1);
+    // A busy child asked to leave still counts as busy (it is serving) until it is done.
+    assert_eq!(board.counts().busy, 3);
+    board.slot(2).ask_quit();
+    board.slot(0).ask_quit();
+    assert_eq!(board.pick_busy(), None);
+    assert_eq!(board.busy_leaving(), 3);
+}
