@@ -2,7 +2,7 @@
 //! connections; a `prefork` child killed under load is replaced and costs only its own
 //! connection; prefork's idle-server maintenance forks children for a crowd of keep-alive
 //! connections and retires them one per second once they leave. Children are found as the
-//! processes whose parent is the server (/proc/*/stat).
+//! processes whose parent is the server (/proc/*/stat, `common::procs`).
 
 mod common;
 
@@ -11,60 +11,6 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::{self, sleep};
 use std::time::{Duration, Instant};
-
-/// (pid, state) of every process whose parent is `ppid`.
-fn children_of(ppid: i32) -> Vec<(i32, char)> {
-    let mut out = Vec::new();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return out;
-    };
-    for entry in dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // "pid (comm) state ppid ...": comm may hold spaces and parentheses.
-        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-            continue;
-        };
-        let mut f = rest.split_whitespace();
-        let state = f.next().and_then(|s| s.chars().next()).unwrap_or('?');
-        if f.next().and_then(|s| s.parse::<i32>().ok()) == Some(ppid) {
-            out.push((pid, state));
-        }
-    }
-    out
-}
-
-fn zombies_of(ppid: i32) -> usize {
-    children_of(ppid).iter().filter(|(_, s)| *s == 'Z').count()
-}
-
-fn live_children(ppid: i32) -> Vec<i32> {
-    children_of(ppid)
-        .into_iter()
-        .filter(|(_, s)| *s != 'Z')
-        .map(|(p, _)| p)
-        .collect()
-}
-
-/// Sockets a process holds: a prefork child holds the listener, plus its connection when busy.
-fn sockets(pid: i32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| {
-        d.flatten()
-            .filter(|e| {
-                std::fs::read_link(e.path())
-                    .is_ok_and(|l| l.to_string_lossy().starts_with("socket:"))
-            })
-            .count()
-    })
-}
 
 fn prefork(toml: &str) -> Server {
     let (cfg, path) = config_file(toml);
