@@ -336,3 +336,37 @@ fn sighup_replaces_prefork_children_with_the_new_config() {
     assert!(s.is_running());
     assert_eq!(zombies_of(pid), 0);
 }
+
+#[test]
+fn children_leave_when_the_master_is_killed() {
+    for engine in ENGINES {
+        let toml = "[fork]\nmax_children = 4\n[prefork]\nstart_servers = 3\n";
+        let mut s = start(engine, toml, &[]);
+        // A keep-alive connection keeps one child busy (the fork engine's only child).
+        let mut c = s.conn();
+        c.send(&req("GET", "/file.txt", &[]));
+        assert_eq!(c.response().status, 200);
+        let pid = s.pid();
+        let children = poll(Duration::from_secs(5), || {
+            let c = live_children(pid);
+            (!c.is_empty()).then_some(c)
+        })
+        .unwrap_or_else(|| panic!("{engine}: no children"));
+        s.signal(libc::SIGKILL);
+        assert!(s.wait_exit(Duration::from_secs(5)).is_some());
+        // PDEATHSIG (SIGTERM) makes every child drain and leave. (Orphans are reparented;
+        // whether their new parent reaps them is not ours to test, so zombies count as gone.)
+        let gone = poll(Duration::from_secs(5), || {
+            (!children.iter().any(|&c| process_running(c))).then_some(())
+        });
+        assert!(
+            gone.is_some(),
+            "{engine}: children outlived the master: {:?}",
+            children
+                .iter()
+                .filter(|&&c| process_running(c))
+                .collect::<Vec<_>>()
+        );
+        c.assert_closed("keep-alive connection of an orphaned child");
+    }
+}

@@ -104,3 +104,14 @@ pub fn admin_status(admin: &str) -> serde_json::Value {
     assert!(ok, "ctl status failed: {err}");
     serde_json::from_str(&out).expect("status is JSON")
 }
+
+/// Whether `pid` runs (exists and is not a zombie waiting for its parent's wait).
+pub fn process_running(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let state = stat[stat.rfind(')').map_or(0, |i| i + 1)..]
+        .split_whitespace()
+        .next();
+    !matches!(state, Some("Z") | Some("X") | None)
+}
