@@ -18,7 +18,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -235,8 +235,8 @@ pub fn command(args: &[String], env: &[(&str, &str)], cwd: Option<&Path>) -> Com
 /// Run a command to completion (for `--check-config` and failing starts), at most 10 s.
 pub fn run_to_exit(mut cmd: Command) -> (ExitStatus, String, String) {
     let mut child = cmd.spawn().expect("spawn gearshift");
-    let out = collect(child.stdout.take().unwrap());
-    let err = collect(child.stderr.take().unwrap());
+    let (out, out_done) = collect_to_eof(child.stdout.take().unwrap());
+    let (err, err_done) = collect_to_eof(child.stderr.take().unwrap());
     let start = Instant::now();
     let status = loop {
         if let Some(st) = child.try_wait().unwrap() {
@@ -253,10 +253,31 @@ pub fn run_to_exit(mut cmd: Command) -> (ExitStatus, String, String) {
         }
         thread::sleep(Duration::from_millis(20));
     };
-    thread::sleep(Duration::from_millis(50));
+    // Read to the end of both pipes (a fixed pause lost the tail of `--help` on a busy
+    // machine), but never wait long for a descendant that might still hold them.
+    poll(Duration::from_secs(5), || {
+        (out_done.load(Ordering::SeqCst) && err_done.load(Ordering::SeqCst)).then_some(())
+    });
     let o = out.lock().unwrap().join("\n");
     let e = err.lock().unwrap().join("\n");
     (status, o, e)
+}
+
+/// `collect`, plus a flag set once the pipe reached its end.
+fn collect_to_eof(r: impl Read + Send + 'static) -> (Arc<Mutex<Vec<String>>>, Arc<AtomicBool>) {
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let done = Arc::new(AtomicBool::new(false));
+    let (l2, d2) = (lines.clone(), done.clone());
+    thread::spawn(move || {
+        for line in BufReader::new(r).lines() {
+            match line {
+                Ok(l) => l2.lock().unwrap().push(l),
+                Err(_) => break,
+            }
+        }
+        d2.store(true, Ordering::SeqCst);
+    });
+    (lines, done)
 }
 
 fn collect(r: impl Read + Send + 'static) -> Arc<Mutex<Vec<String>>> {

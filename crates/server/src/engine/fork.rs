@@ -239,7 +239,7 @@ fn serve_one(
     let board = board.clone();
     w.report_requests(Box::new(move |n| board.slot(i).add_requests(n)));
     w.serve(fd, peer, shared);
-    // A last tick reports the final requests and flushes nothing twice.
+    // A last tick reports the connection's final requests to the slot.
     w.idle_tick(shared);
     w.flush_log();
     slot.set_state(State::Dying);
