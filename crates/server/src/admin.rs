@@ -136,9 +136,12 @@ fn read_request(s: &mut impl Read) -> Result<Request, (u16, String)> {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
     loop {
-        let n = s
-            .read(&mut chunk)
-            .map_err(|e| (408, format!("reading the request: {e}")))?;
+        let n = match s.read(&mut chunk) {
+            // A signal (SIGCHLD in the process engines' masters) interrupts a read with a
+            // socket timeout even under SA_RESTART: read again.
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            r => r.map_err(|e| (408, format!("reading the request: {e}")))?,
+        };
         if n == 0 {
             return Err((400, "connection closed before a complete request".into()));
         }

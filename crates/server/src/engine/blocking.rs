@@ -27,6 +27,11 @@ pub struct Worker {
     buf: Vec<u8>,
     batch: Batch,
     last_flush_ms: u64,
+    /// Where requests answered are reported besides `Shared::requests`, at every wake-up
+    /// (process engines: the child's scoreboard slot, which its master reads; the child's
+    /// own copy of `Shared` is invisible to the master).
+    report: Option<Box<dyn FnMut(u64)>>,
+    reported: u64,
 }
 
 impl Worker {
@@ -36,7 +41,16 @@ impl Worker {
             buf: vec![0; crate::defaults::READ_BUF],
             batch: Batch::default(),
             last_flush_ms: 0,
+            report: None,
+            reported: 0,
         }
+    }
+
+    /// Report requests answered to `f` (with the count since the last report) as they are
+    /// answered, not only when the connection ends.
+    pub fn report_requests(&mut self, f: Box<dyn FnMut(u64)>) {
+        self.reported = self.w.requests;
+        self.report = Some(f);
     }
 
     fn tick(&mut self, shared: &Shared) {
@@ -44,6 +58,12 @@ impl Worker {
         self.w.date.update(unix_now());
         self.w.draining = shared.draining.load(Ordering::SeqCst);
         self.w.publish(shared);
+        if let Some(report) = &mut self.report {
+            if self.w.requests != self.reported {
+                report(self.w.requests - self.reported);
+                self.reported = self.w.requests;
+            }
+        }
         if self.w.now_ms >= self.last_flush_ms + 1000 {
             self.last_flush_ms = self.w.now_ms;
             if let Some(log) = &mut self.w.log {

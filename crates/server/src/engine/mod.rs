@@ -5,7 +5,11 @@
 
 pub mod blocking;
 pub mod event;
+pub mod fork;
+pub mod maintenance;
 pub mod pool;
+pub mod prefork;
+pub mod scoreboard;
 pub mod staged;
 pub mod threads;
 
@@ -15,7 +19,7 @@ use std::net::TcpListener;
 use std::sync::Arc;
 
 /// Engine names accepted by `--engine`.
-pub const NAMES: &[&str] = &["event", "threads", "pool", "staged"];
+pub const NAMES: &[&str] = &["event", "threads", "pool", "fork", "prefork", "staged"];
 
 /// A concurrency architecture. `run` is called on the master (main) thread after the
 /// listener is bound; it serves until `control` asks for shutdown, drains within the
@@ -46,6 +50,13 @@ pub fn build(config: &Config) -> Result<Box<dyn Engine>, String> {
         "pool" => Ok(Box::new(pool::PoolEngine::new(
             pick(config.workers, config.pool.threads),
             config.pool.queue,
+        ))),
+        "fork" => Ok(Box::new(fork::ForkEngine::new(pick(
+            config.workers,
+            config.fork.max_children,
+        )))),
+        "prefork" => Ok(Box::new(prefork::PreforkEngine::new(
+            prefork::PreforkKnobs::from_config(config),
         ))),
         // `workers`, when set, is the process stage's thread count.
         "staged" => {
