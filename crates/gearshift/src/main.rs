@@ -3,6 +3,7 @@
 //! command line > environment (clap's `env`) > TOML file > built-in defaults.
 
 mod ctl;
+mod worker_args;
 
 use clap::{Args, Parser, Subcommand};
 use gearshift_server::accesslog::LogFormat;
@@ -24,7 +25,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve a directory over HTTP/1.1 (default: the current directory on 127.0.0.1:8080).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Talk to a running server's admin interface: status, knobs.
     Ctl(ctl::CtlArgs),
 }
@@ -70,6 +71,8 @@ struct ServeArgs {
     /// Admin interface (status and live knobs): IP:PORT or a Unix socket path.
     #[arg(long, env = "GEARSHIFT_ADMIN")]
     admin: Option<String>,
+    #[command(flatten)]
+    worker: worker_args::WorkerArgs,
 }
 
 fn parse_format(s: &str) -> Result<LogFormat, String> {
@@ -111,6 +114,7 @@ fn load_config(a: &ServeArgs) -> Result<Config, String> {
     if let Some(v) = &a.cache_control {
         c.static_files.cache_control = v.clone();
     }
+    a.worker.apply(&mut c.worker);
     c.static_files.listing |= a.listing;
     c.static_files.hidden |= a.hidden;
     if a.no_cache {
@@ -168,7 +172,7 @@ fn init_tracing(level: &str) {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Serve(args) => serve(args),
+        Command::Serve(args) => serve(*args),
         Command::Ctl(args) => ctl::run(args),
     };
     match result {

@@ -390,6 +390,9 @@ impl Config {
         if self.cache.enabled {
             positive("cache.revalidate_ms", self.cache.revalidate_ms)?;
         }
+        if self.engine == "worker" {
+            crate::engine::worker::knobs::WorkerKnobs::from_config(self).check()?;
+        }
         if self.log.access.is_empty() {
             return Err("log.access: use 'off', 'stdout' or a file path".into());
         }

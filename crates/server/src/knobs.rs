@@ -17,10 +17,15 @@ pub struct Spec {
     pub help: &'static str,
 }
 
+/// A rule across knobs (say, one knob bounded by another): given the values a change would
+/// produce, Ok or one line saying what is wrong.
+pub type Check = Box<dyn Fn(&BTreeMap<&str, u64>) -> Result<(), String> + Send>;
+
 #[derive(Default)]
 pub struct Knobs {
     inner: Mutex<BTreeMap<&'static str, (Spec, u64)>>,
     generation: AtomicU64,
+    check: Mutex<Option<Check>>,
 }
 
 impl Knobs {
@@ -29,6 +34,12 @@ impl Knobs {
         let v = value.clamp(spec.min, spec.max);
         self.lock().insert(spec.name, (spec, v));
         self.generation.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Install a rule every `set` must satisfy as a whole (engines whose knobs depend on
+    /// each other, like Apache worker's ThreadsPerChild <= ThreadLimit).
+    pub fn set_check(&self, check: Check) {
+        *self.check.lock().unwrap_or_else(|p| p.into_inner()) = Some(check);
     }
 
     pub fn get(&self, name: &str) -> Option<u64> {
@@ -53,6 +64,13 @@ impl Knobs {
                 }
                 Some(_) => {}
             }
+        }
+        if let Some(check) = &*self.check.lock().unwrap_or_else(|p| p.into_inner()) {
+            let mut after: BTreeMap<&str, u64> = map.iter().map(|(k, (_, v))| (*k, *v)).collect();
+            for (name, v) in changes {
+                after.insert(name.as_str(), *v);
+            }
+            check(&after)?;
         }
         for (name, v) in changes {
             if let Some(entry) = map.get_mut(name.as_str()) {
@@ -120,5 +138,30 @@ mod tests {
         k.set(&[("threads".into(), 20)]).unwrap();
         assert_eq!(k.get("threads"), Some(20));
         assert!(k.generation() > g);
+    }
+
+    #[test]
+    fn a_cross_knob_check_refuses_the_whole_change() {
+        let k = Knobs::default();
+        k.define(spec("threads"), 10);
+        k.define(spec("limit"), 20);
+        k.set_check(Box::new(|v| {
+            if v["threads"] > v["limit"] {
+                Err(format!(
+                    "threads: {} exceeds limit {}",
+                    v["threads"], v["limit"]
+                ))
+            } else {
+                Ok(())
+            }
+        }));
+        let g = k.generation();
+        let e = k.set(&[("threads".into(), 30)]).unwrap_err();
+        assert_eq!(e, "threads: 30 exceeds limit 20");
+        assert_eq!((k.get("threads"), k.generation()), (Some(10), g));
+        // Both at once: judged on the values after the change.
+        k.set(&[("threads".into(), 30), ("limit".into(), 40)])
+            .unwrap();
+        assert_eq!(k.get("threads"), Some(30));
     }
 }

@@ -137,6 +137,28 @@ impl Maintenance {
         self.rate = rate;
         Some(action)
     }
+
+    /// Like `tick`, for engines whose rule wraps `decide` (the `worker` engine counts
+    /// threads but acts on children): `rule` gets the current spawn rate and returns its
+    /// decision with the next rate.
+    pub fn tick_with<T>(
+        &mut self,
+        now_ms: u64,
+        rule: impl FnOnce(usize) -> (T, usize),
+    ) -> Option<T> {
+        if now_ms < self.next_ms {
+            return None;
+        }
+        let on_time = now_ms < self.next_ms + self.interval_ms / 2;
+        self.next_ms = if on_time {
+            self.next_ms + self.interval_ms
+        } else {
+            now_ms + self.interval_ms
+        };
+        let (decision, rate) = rule(self.rate);
+        self.rate = rate.clamp(1, MAX_SPAWN_RATE);
+        Some(decision)
+    }
 }
 
 #[cfg(test)]

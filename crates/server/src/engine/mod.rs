@@ -11,6 +11,7 @@ pub mod pool;
 pub mod prefork;
 pub mod scoreboard;
 pub mod threads;
+pub mod worker;
 
 use crate::config::Config;
 use crate::control::{Control, Shared};
@@ -18,7 +19,7 @@ use std::net::TcpListener;
 use std::sync::Arc;
 
 /// Engine names accepted by `--engine`.
-pub const NAMES: &[&str] = &["event", "threads", "pool", "fork", "prefork"];
+pub const NAMES: &[&str] = &["event", "threads", "pool", "fork", "prefork", "worker"];
 
 /// A concurrency architecture. `run` is called on the master (main) thread after the
 /// listener is bound; it serves until `control` asks for shutdown, drains within the
@@ -57,6 +58,11 @@ pub fn build(config: &Config) -> Result<Box<dyn Engine>, String> {
         "prefork" => Ok(Box::new(prefork::PreforkEngine::new(
             prefork::PreforkKnobs::from_config(config),
         ))),
+        "worker" => {
+            let knobs = worker::knobs::WorkerKnobs::from_config(config);
+            knobs.check()?;
+            Ok(Box::new(worker::WorkerEngine::new(knobs)))
+        }
         other => Err(format!(
             "engine: unknown engine '{other}' (known: {})",
             NAMES.join(", ")
