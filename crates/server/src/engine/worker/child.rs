@@ -71,10 +71,17 @@ impl Hub {
         self.busy.load(Ordering::SeqCst)
     }
 
-    /// Nothing queued and no worker busy.
+    /// Nothing queued, no worker busy, no connection handed back and not yet parked. The
+    /// order matters: a worker hands a connection back before it stops counting as busy,
+    /// so reading `busy` first cannot miss one in between.
     pub fn is_quiet(&self) -> bool {
-        let q = self.lock();
-        q.is_empty() && self.busy.load(Ordering::SeqCst) == 0
+        self.busy.load(Ordering::SeqCst) == 0
+            && self
+                .returned
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_empty()
+            && self.lock().is_empty()
     }
 
     pub fn push(&self, job: Job) {
