@@ -136,9 +136,13 @@ fn read_request(s: &mut impl Read) -> Result<Request, (u16, String)> {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
     loop {
-        let n = s
-            .read(&mut chunk)
-            .map_err(|e| (408, format!("reading the request: {e}")))?;
+        let n = match s.read(&mut chunk) {
+            Ok(n) => n,
+            // A signal (SIGCHLD, in masters of process engines) interrupts reads that have
+            // a timeout: SA_RESTART does not apply to them (signal(7)).
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err((408, format!("reading the request: {e}"))),
+        };
         if n == 0 {
             return Err((400, "connection closed before a complete request".into()));
         }

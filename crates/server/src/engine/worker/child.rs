@@ -72,16 +72,18 @@ impl Hub {
     }
 
     /// Nothing queued, no worker busy, no connection handed back and not yet parked. The
-    /// order matters: a worker hands a connection back before it stops counting as busy,
-    /// so reading `busy` first cannot miss one in between.
+    /// order matters: `take` counts a worker busy under the queue's lock, so reading both
+    /// under it cannot miss a job in between; a worker hands a connection back before it
+    /// stops counting as busy, so reading `returned` after `busy` cannot miss one either.
     pub fn is_quiet(&self) -> bool {
-        self.busy.load(Ordering::SeqCst) == 0
+        let q = self.lock();
+        q.is_empty()
+            && self.busy.load(Ordering::SeqCst) == 0
             && self
                 .returned
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .is_empty()
-            && self.lock().is_empty()
     }
 
     pub fn push(&self, job: Job) {

@@ -16,7 +16,7 @@
 use super::child::{publish, Hub, Job};
 use crate::control::Shared;
 use crate::engine::blocking;
-use crate::engine::scoreboard::{Header, Scoreboard, Slot};
+use crate::engine::scoreboard::{Header, Scoreboard, Slot, State};
 use crate::session::Session;
 use rustix::event::epoll::{self, EventData, EventFlags, EventVec};
 use rustix::event::{poll, PollFd, PollFlags};
@@ -140,6 +140,11 @@ impl<'a> Listener<'a> {
         }
         let limit = self.shared.service.load().config.shutdown_timeout_ms;
         if let Some(since) = self.leaving_since {
+            // Leaving: the master counts this child out (workers' state updates may race
+            // with this; it is set again every turn).
+            if self.slot.state() != State::Dying {
+                self.slot.set_state(State::Dying);
+            }
             if now >= since + limit && !self.shared.draining.load(Ordering::SeqCst) {
                 self.shared
                     .drain_deadline_ms

@@ -140,9 +140,16 @@ impl Master<'_> {
                     let before = shared.service.load_full();
                     on_control(r, shared);
                     if !Arc::ptr_eq(&before, &shared.service.load_full()) {
-                        // Children hold the old configuration: each leaves gracefully and
-                        // is replaced (see `reap`).
+                        // Children hold the old configuration: each stops accepting and
+                        // leaves once its connections are done (Apache's graceful restart).
+                        // Their replacements start now, so accepting never pauses.
+                        let serving = self.census().children.max(1);
                         self.generation = header.bump_generation();
+                        for _ in 0..serving {
+                            if !self.spawn() {
+                                break;
+                            }
+                        }
                     }
                 }
                 Request::ReopenLogs => {
@@ -218,8 +225,9 @@ impl Master<'_> {
         }
     }
 
-    /// Reap exited children; replace those killed by a signal and those of an older
-    /// configuration generation.
+    /// Reap exited children; replace those killed by a signal and those that left on their
+    /// own (MaxConnectionsPerChild). Children that left after a reload were replaced when it
+    /// happened; retired ones are not to be replaced.
     fn reap(&mut self, reaper: &Reaper) {
         while let Some((pid, exit)) = reaper.reap() {
             let Some(view) = self.children.forget(pid) else {
@@ -236,7 +244,7 @@ impl Master<'_> {
                     if code != 0 {
                         tracing::warn!("worker: child {pid} exited with status {code}");
                     }
-                    view.generation != self.generation
+                    !view.quit && view.generation == self.generation
                 }
             };
             if replace && !self.shared.draining.load(Ordering::SeqCst) {
