@@ -80,7 +80,8 @@ impl Worker {
     /// Serve a connection like `serve`; with `park`, give it back instead of waiting as soon
     /// as it is idle between requests with nothing to read (the `worker` engine's listener
     /// thread then waits for it, as mpm_event's does). A session handed back in is resumed
-    /// with its keep-alive clock restarted: whoever held it enforced the idle timeout.
+    /// with its keep-alive clock restarted: whoever held it enforced the idle timeout. With
+    /// `park` the access log is also written before each answer (see below).
     pub fn serve_session(
         &mut self,
         fd: OwnedFd,
@@ -143,6 +144,12 @@ impl Worker {
                 let (used, s) = session.process(&kept, &svc, &mut self.w, &mut self.batch);
                 kept.drain(..used);
                 stop = s;
+                if park {
+                    // Many threads, one log buffer each: writing the entries before the
+                    // answers keeps the log in answer order across threads (Apache writes
+                    // each entry as it is logged, too).
+                    self.flush_log();
+                }
                 if !self.write_all(&fd, session.send_timeout_ms, shared) {
                     self.batch.clear();
                     return None;
