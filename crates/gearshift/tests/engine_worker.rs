@@ -447,3 +447,59 @@ fn sigterm_finishes_in_flight_requests_exits_0_and_leaves_no_child() {
     assert!(gone.is_some(), "children outlived the master: {two:?}");
     assert_eq!(idle.closed_within(Duration::from_secs(1)), Ok(true));
 }
+
+#[test]
+fn toml_section_and_one_idle_child_retired_per_second() {
+    // Six children of two threads: 12 idle threads against MaxSpareThreads 4, so Apache's
+    // maintenance retires one child a second until 2 are left (4 idle threads).
+    let (cfg, path) = config_file(
+        "[worker]\nthreads_per_child = 2\nmin_spare_threads = 1\nmax_spare_threads = 4\n\
+         max_clients = 16\n",
+    );
+    let (mut s, admin) = worker(&["--config", &path, "--listen=127.0.0.1:0", "--workers=6"]);
+    s.keep.push(cfg);
+    let st = status(&admin);
+    assert_eq!(
+        st["knobs"]["max_request_workers"], 16,
+        "max_clients is MaxRequestWorkers: {st}"
+    );
+    assert_eq!(st["knobs"]["threads_per_child"], 2, "{st}");
+    let pid = s.pid();
+    let six = poll(Duration::from_secs(5), || {
+        (children_of(pid).0.len() == 6).then_some(())
+    });
+    assert!(
+        six.is_some(),
+        "start_servers not reached: {:?}",
+        children_of(pid)
+    );
+    let start = Instant::now();
+    let (mut count, mut drops) = (6, Vec::new());
+    while start.elapsed() < Duration::from_secs(12) && count > 2 {
+        sleep(Duration::from_millis(50));
+        let now = children_of(pid).0.len();
+        if now < count {
+            drops.push((start.elapsed(), count - now));
+        }
+        count = now;
+    }
+    assert_eq!(count, 2, "not retired down to MaxSpareThreads: {drops:?}");
+    assert!(
+        drops.iter().all(|&(_, k)| k == 1),
+        "more than one a cycle: {drops:?}"
+    );
+    for w in drops.windows(2) {
+        assert!(
+            w[1].0 - w[0].0 >= Duration::from_millis(500),
+            "faster than once a second: {drops:?}"
+        );
+    }
+    sleep(Duration::from_millis(1500));
+    let st = status(&admin);
+    assert_eq!(
+        (children_of(pid).0.len(), st["workers"]["idle"].as_u64()),
+        (2, Some(4)),
+        "{st}"
+    );
+    assert_eq!(children_of(pid).1, 0, "no zombies");
+}

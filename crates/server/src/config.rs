@@ -68,6 +68,8 @@ pub struct WorkerConfig {
     pub thread_limit: usize,
     pub min_spare_threads: usize,
     pub max_spare_threads: usize,
+    /// Apache 2.4's MaxRequestWorkers; `max_clients` (its 2.2 name) is accepted too.
+    #[serde(alias = "max_clients")]
     pub max_request_workers: usize,
     pub max_connections_per_child: u64,
     pub keepalive_timeout_ms: u64,

@@ -319,6 +319,21 @@ mod tests {
     }
 
     #[test]
+    fn tick_with_keeps_the_cadence_and_carries_the_rule_s_rate() {
+        let mut m = Maintenance::new(0);
+        let mut seen = Vec::new();
+        assert_eq!(m.tick_with(999, |r| (r, r * 2)), None);
+        for now in [1000, 1500, 2000, 3000, 4000, 5000, 6000, 7000] {
+            if let Some(r) = m.tick_with(now, |r| (r, r * 2)) {
+                seen.push(r);
+            }
+        }
+        // Once a second; the rate doubles as the rule says, clamped to MAX_SPAWN_RATE.
+        assert_eq!(seen, [1, 2, 4, 8, 16, 32, 32]);
+        assert_eq!(m.rate(), 32);
+    }
+
+    #[test]
     fn once_a_second_with_the_rate_carried() {
         let mut m = Maintenance::new(0);
         assert_eq!(
