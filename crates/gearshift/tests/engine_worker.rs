@@ -262,7 +262,7 @@ fn child_killed_under_load_is_replaced_and_costs_only_its_connections() {
 
 #[test]
 fn idle_keep_alive_connections_are_parked_not_holding_threads() {
-    // One child with two worker threads, and 40 idle keep-alive connections.
+    // One child with two worker threads, and 50 idle connections.
     let (s, admin) = worker(&[
         "--workers=1",
         "--worker-server-limit=1",
@@ -279,9 +279,11 @@ fn idle_keep_alive_connections_are_parked_not_holding_threads() {
         assert_eq!(c.response().status, 200);
         idle.push(c);
     }
+    // Ten more that connect and say nothing: parked as well, not holding a thread.
+    let silent: Vec<Conn> = (0..10).map(|_| s.conn()).collect();
     let st = poll(Duration::from_secs(5), || {
         let st = status(&admin);
-        (st["workers"]["parked"] == 40).then_some(st)
+        (st["workers"]["parked"] == 50).then_some(st)
     })
     .unwrap_or_else(|| panic!("connections not parked: {}", status(&admin)));
     assert_eq!(
@@ -307,6 +309,10 @@ fn idle_keep_alive_connections_are_parked_not_holding_threads() {
         start.elapsed()
     );
     // ...and every parked connection, in reverse order, on the same connection.
+    for mut c in silent {
+        c.send(&req("GET", "/style.css", &[]));
+        assert_eq!(c.response().status, 200);
+    }
     for c in idle.iter_mut().rev() {
         c.send(&req("GET", "/file.txt", &[]));
         let r = c.response();

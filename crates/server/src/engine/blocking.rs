@@ -94,19 +94,19 @@ impl Worker {
             session.http.response_done(self.w.now_ms);
         }
         let mut kept: Vec<u8> = Vec::new();
-        // A resumed connection was handed back because it is readable: a request is coming,
-        // so even a draining server reads and answers it (with `Connection: close`).
-        let mut resumed = park;
         loop {
             self.tick(shared);
-            if self.w.draining && !resumed && kept.is_empty() && session.http.phase() == Phase::Idle
-            {
-                break;
-            }
-            if park && !resumed && kept.is_empty() && session.http.phase() == Phase::Idle {
-                let mut fds = [PollFd::new(&fd, PollFlags::IN)];
-                if matches!(poll(&mut fds, 0), Ok(0)) {
-                    return Some((fd, session));
+            if kept.is_empty() && session.http.phase() == Phase::Idle {
+                if park {
+                    // Idle between requests: with nothing to read, hand it back (whoever
+                    // parks it also closes it on a drain); with input waiting, serve it,
+                    // even when draining (the answer then says `Connection: close`).
+                    let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+                    if matches!(poll(&mut fds, 0), Ok(0)) {
+                        return Some((fd, session));
+                    }
+                } else if self.w.draining {
+                    break;
                 }
             }
             if self.w.now_ms >= shared.drain_deadline_ms.load(Ordering::SeqCst) {
@@ -134,7 +134,6 @@ impl Worker {
                 Err(Errno::INTR) | Err(Errno::AGAIN) => continue,
                 Err(_) => break,
             };
-            resumed = false;
             self.tick(shared);
             let svc = shared.service.load_full();
             self.w.sync_log(&svc);
