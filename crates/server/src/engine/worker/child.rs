@@ -19,8 +19,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
-/// Longest a free worker waits before looking at the clock and the stop flag again.
-const TICK: Duration = Duration::from_millis(200);
+/// Longest a free worker waits before looking at the clock again (stopping wakes it at
+/// once); long, so that idle threads cost next to nothing.
+const TICK: Duration = Duration::from_millis(1000);
 
 /// A connection for a worker: new (no session yet) or resumed from the listener.
 pub struct Job {
@@ -128,6 +129,8 @@ impl Hub {
 
     /// Workers leave once the queue is empty.
     fn stop(&self) {
+        // Under the lock: a worker between its check of `stop` and its wait cannot miss it.
+        let _q = self.lock();
         self.stop.store(true, Ordering::SeqCst);
         self.ready.notify_all();
     }

@@ -244,7 +244,10 @@ impl Master<'_> {
                     if code != 0 {
                         tracing::warn!("worker: child {pid} exited with status {code}");
                     }
-                    !view.quit && view.generation == self.generation
+                    // Left on its own with success: replace at once. A failing child
+                    // (say, it could not start its threads) is left to maintenance, once
+                    // a second, rather than re-forked in a loop.
+                    code == 0 && !view.quit && view.generation == self.generation
                 }
             };
             if replace && !self.shared.draining.load(Ordering::SeqCst) {
