@@ -7,7 +7,7 @@ use gearshift_server::config::WorkerConfig;
 
 #[derive(Args, Clone, Default)]
 pub struct WorkerArgs {
-    /// worker engine: children forked at start (StartServers).
+    /// worker engine: children forked at start (StartServers; `--workers`, when set, wins).
     #[arg(long, value_name = "N")]
     worker_start_servers: Option<usize>,
     /// worker engine: most children (ServerLimit).
