@@ -3,6 +3,7 @@
 //! command line > environment (clap's `env`) > TOML file > built-in defaults.
 
 mod ctl;
+mod worker_args;
 
 use clap::{Args, Parser, Subcommand};
 use gearshift_server::accesslog::LogFormat;
@@ -74,6 +75,8 @@ struct ServeArgs {
     admin: Option<String>,
     #[command(flatten)]
     staged: StagedArgs,
+    #[command(flatten)]
+    worker: worker_args::WorkerArgs,
 }
 
 /// Knobs of the `staged` engine (the `[staged]` TOML table; live: `gearshift ctl set`).
@@ -157,6 +160,7 @@ fn load_config(a: &ServeArgs) -> Result<Config, String> {
         c.static_files.cache_control = v.clone();
     }
     a.staged.apply(&mut c.staged);
+    a.worker.apply(&mut c.worker);
     c.static_files.listing |= a.listing;
     c.static_files.hidden |= a.hidden;
     if a.no_cache {

@@ -68,6 +68,8 @@ pub struct WorkerConfig {
     pub thread_limit: usize,
     pub min_spare_threads: usize,
     pub max_spare_threads: usize,
+    /// Apache 2.4's MaxRequestWorkers; `max_clients` (its 2.2 name) is accepted too.
+    #[serde(alias = "max_clients")]
     pub max_request_workers: usize,
     pub max_connections_per_child: u64,
     pub keepalive_timeout_ms: u64,
@@ -403,6 +405,9 @@ impl Config {
         }
         if self.cache.enabled {
             positive("cache.revalidate_ms", self.cache.revalidate_ms)?;
+        }
+        if self.engine == "worker" {
+            crate::engine::worker::knobs::WorkerKnobs::from_config(self).check()?;
         }
         if self.log.access.is_empty() {
             return Err("log.access: use 'off', 'stdout' or a file path".into());

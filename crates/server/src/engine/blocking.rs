@@ -81,19 +81,53 @@ impl Worker {
 
     /// Serve `fd` until the client leaves, a timeout fires, or the server drains.
     pub fn serve(&mut self, fd: OwnedFd, peer: SocketAddr, shared: &Shared) {
+        let session = self.open(&fd, peer, shared);
+        self.serve_session(fd, session, shared, false);
+    }
+
+    /// A new connection's session; sets the socket up for `serve_session`.
+    pub fn open(&mut self, fd: &OwnedFd, peer: SocketAddr, shared: &Shared) -> Session {
         self.tick(shared);
         let svc = shared.service.load_full();
         self.w.sync_log(&svc);
-        let mut session = Session::new(&svc, peer, self.w.now_ms);
-        let _ = rustix::net::sockopt::set_tcp_nodelay(&fd, true);
+        let _ = rustix::net::sockopt::set_tcp_nodelay(fd, true);
         // Non-blocking, waiting in poll: a stalled client then cannot hold the worker past
         // the send timeout or a drain deadline.
-        let _ = rustix::io::ioctl_fionbio(&fd, true);
+        let _ = rustix::io::ioctl_fionbio(fd, true);
+        Session::new(&svc, peer, self.w.now_ms)
+    }
+
+    /// Serve a connection like `serve`; with `park`, give it back instead of waiting as soon
+    /// as it is idle between requests with nothing to read (the `worker` engine's listener
+    /// thread then waits for it, as mpm_event's does). A session handed back in is resumed
+    /// with its keep-alive clock restarted: whoever held it enforced the idle timeout. With
+    /// `park` the access log is also written before each answer (see below).
+    pub fn serve_session(
+        &mut self,
+        fd: OwnedFd,
+        mut session: Session,
+        shared: &Shared,
+        park: bool,
+    ) -> Option<(OwnedFd, Session)> {
+        self.tick(shared);
+        if park {
+            session.http.response_done(self.w.now_ms);
+        }
         let mut kept: Vec<u8> = Vec::new();
         loop {
             self.tick(shared);
-            if self.w.draining && kept.is_empty() && session.http.phase() == Phase::Idle {
-                break;
+            if kept.is_empty() && session.http.phase() == Phase::Idle {
+                if park {
+                    // Idle between requests: with nothing to read, hand it back (whoever
+                    // parks it also closes it on a drain); with input waiting, serve it,
+                    // even when draining (the answer then says `Connection: close`).
+                    let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+                    if matches!(poll(&mut fds, 0), Ok(0)) {
+                        return Some((fd, session));
+                    }
+                } else if self.w.draining {
+                    break;
+                }
             }
             if self.w.now_ms >= shared.drain_deadline_ms.load(Ordering::SeqCst) {
                 break;
@@ -129,9 +163,15 @@ impl Worker {
                 let (used, s) = session.process(&kept, &svc, &mut self.w, &mut self.batch);
                 kept.drain(..used);
                 stop = s;
+                if park {
+                    // Many threads, one log buffer each: writing the entries before the
+                    // answers keeps the log in answer order across threads (Apache writes
+                    // each entry as it is logged, too).
+                    self.flush_log();
+                }
                 if !self.write_all(&fd, session.send_timeout_ms, shared) {
                     self.batch.clear();
-                    return;
+                    return None;
                 }
                 session.http.response_done(self.w.now_ms);
                 if stop != Stop::OutputFull {
@@ -143,9 +183,10 @@ impl Worker {
             }
             if stop == Stop::Close {
                 linger(&fd, &mut self.buf);
-                return;
+                return None;
             }
         }
+        None
     }
 }
 

@@ -141,6 +141,28 @@ impl Maintenance {
         self.rate = rate;
         Some(action)
     }
+
+    /// Like `tick`, for engines whose rule wraps `decide` (the `worker` engine counts
+    /// threads but acts on children): `rule` gets the current spawn rate and returns its
+    /// decision with the next rate.
+    pub fn tick_with<T>(
+        &mut self,
+        now_ms: u64,
+        rule: impl FnOnce(usize) -> (T, usize),
+    ) -> Option<T> {
+        if now_ms < self.next_ms {
+            return None;
+        }
+        let on_time = now_ms < self.next_ms + self.interval_ms / 2;
+        self.next_ms = if on_time {
+            self.next_ms + self.interval_ms
+        } else {
+            now_ms + self.interval_ms
+        };
+        let (decision, rate) = rule(self.rate);
+        self.rate = rate.clamp(1, MAX_SPAWN_RATE);
+        Some(decision)
+    }
 }
 
 #[cfg(test)]
@@ -306,6 +328,21 @@ mod tests {
         // MaxSpare below MinSpare is raised to MinSpare + 1: 9 idle is fine, 10 is too many.
         assert_eq!(decide(load(9, 0), k, 1).0, Action::Nothing);
         assert_eq!(decide(load(10, 0), k, 1).0, Action::Retire(1));
+    }
+
+    #[test]
+    fn tick_with_keeps_the_cadence_and_carries_the_rule_s_rate() {
+        let mut m = Maintenance::new(0);
+        let mut seen = Vec::new();
+        assert_eq!(m.tick_with(999, |r| (r, r * 2)), None);
+        for now in [1000, 1500, 2000, 3000, 4000, 5000, 6000, 7000] {
+            if let Some(r) = m.tick_with(now, |r| (r, r * 2)) {
+                seen.push(r);
+            }
+        }
+        // Once a second; the rate doubles as the rule says, clamped to MAX_SPAWN_RATE.
+        assert_eq!(seen, [1, 2, 4, 8, 16, 32, 32]);
+        assert_eq!(m.rate(), 32);
     }
 
     #[test]

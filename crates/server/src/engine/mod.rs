@@ -12,6 +12,7 @@ pub mod prefork;
 pub mod scoreboard;
 pub mod staged;
 pub mod threads;
+pub mod worker;
 
 use crate::config::Config;
 use crate::control::{Control, Shared};
@@ -19,7 +20,9 @@ use std::net::TcpListener;
 use std::sync::Arc;
 
 /// Engine names accepted by `--engine`.
-pub const NAMES: &[&str] = &["event", "threads", "pool", "fork", "prefork", "staged"];
+pub const NAMES: &[&str] = &[
+    "event", "threads", "pool", "fork", "prefork", "worker", "staged",
+];
 
 /// A concurrency architecture. `run` is called on the master (main) thread after the
 /// listener is bound; it serves until `control` asks for shutdown, drains within the
@@ -58,6 +61,11 @@ pub fn build(config: &Config) -> Result<Box<dyn Engine>, String> {
         "prefork" => Ok(Box::new(prefork::PreforkEngine::new(
             prefork::PreforkKnobs::from_config(config),
         ))),
+        "worker" => {
+            let knobs = worker::knobs::WorkerKnobs::from_config(config);
+            knobs.check()?;
+            Ok(Box::new(worker::WorkerEngine::new(knobs)))
+        }
         // `workers`, when set, is the process stage's thread count.
         "staged" => {
             let mut knobs = config.staged.clone();

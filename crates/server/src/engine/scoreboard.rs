@@ -11,6 +11,7 @@
 //!                       generation: u32                 config generation (bumped on reload)
 //!                       log_generation: u32             bumped when logs must be reopened
 //!                       max_connections_per_child: u64  0 = unlimited (live knob)
+//!                       keepalive_timeout_ms: u64       `worker` engine (live knob)
 //! offset 64 + 64*i    Slot i (64 bytes, align 64), i < capacity
 //!                       pid: u32        0 = none          (master)
 //!                       state: u32      `State`           (master: Free/Starting; child: rest)
@@ -18,6 +19,7 @@
 //!                       generation: u32 config generation the child was forked with (master)
 //!                       connections: u64, requests: u64                     (child)
 //!                       changed_ms: u64 CLOCK_MONOTONIC ms of the last state change
+//!                       threads, busy_threads, parked: u32   `worker` engine  (child)
 //! ```
 //!
 //! # Why this is sound
@@ -86,9 +88,20 @@ pub struct Header {
     generation: AtomicU32,
     log_generation: AtomicU32,
     max_connections_per_child: AtomicU64,
+    /// `worker` engine: KeepAliveTimeout of connections parked by children (live knob).
+    keepalive_timeout_ms: AtomicU64,
 }
 
 impl Header {
+    /// `worker` engine: how long a child's listener thread keeps an idle connection.
+    pub fn keepalive_timeout_ms(&self) -> u64 {
+        self.keepalive_timeout_ms.load(Ordering::Relaxed)
+    }
+
+    pub fn set_keepalive_timeout_ms(&self, ms: u64) {
+        self.keepalive_timeout_ms.store(ms, Ordering::Relaxed);
+    }
+
     /// Current configuration generation; children forked under an older one leave.
     pub fn generation(&self) -> u32 {
         self.generation.load(Ordering::Acquire)
@@ -130,6 +143,11 @@ pub struct Slot {
     connections: AtomicU64,
     requests: AtomicU64,
     changed_ms: AtomicU64,
+    /// `worker` engine only: worker threads the child runs, how many are busy, and the
+    /// keep-alive connections its listener thread holds (child).
+    threads: AtomicU32,
+    busy_threads: AtomicU32,
+    parked: AtomicU32,
 }
 
 /// A copy of one slot, for reports.
@@ -199,6 +217,26 @@ impl Slot {
 
     pub fn generation(&self) -> u32 {
         self.generation.load(Ordering::Relaxed)
+    }
+
+    /// `worker` engine (child): its worker threads and how many of them are busy.
+    pub fn set_threads(&self, threads: u32, busy: u32) {
+        self.threads.store(threads, Ordering::Relaxed);
+        self.busy_threads.store(busy, Ordering::Relaxed);
+    }
+
+    /// `worker` engine (child): keep-alive connections parked in its listener thread.
+    pub fn set_parked(&self, n: u32) {
+        self.parked.store(n, Ordering::Relaxed);
+    }
+
+    /// `worker` engine: (threads, busy threads, parked connections).
+    pub fn thread_counts(&self) -> (u32, u32, u32) {
+        (
+            self.threads.load(Ordering::Relaxed),
+            self.busy_threads.load(Ordering::Relaxed),
+            self.parked.load(Ordering::Relaxed),
+        )
     }
 
     pub fn view(&self) -> SlotView {

@@ -1,0 +1,494 @@
+//! The `worker` engine end to end (Apache mpm_worker/event: processes x threads): knobs
+//! resized live under a bounded keep-alive load without losing a request, a child killed by
+//! SIGKILL under load replaced at the cost of its own connections only, idle keep-alive
+//! connections parked by the listener thread instead of holding worker threads, knob rules
+//! refused with clear errors, and a graceful SIGTERM that exits 0 and leaves no child.
+
+mod common;
+
+use common::*;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::{self, sleep};
+use std::time::{Duration, Instant};
+
+/// Children of `ppid` that are not zombies, and how many are zombies.
+fn children_of(ppid: i32) -> (Vec<i32>, usize) {
+    let (mut live, mut zombies) = (Vec::new(), 0);
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+        let mut f = stat[stat.rfind(')').unwrap_or(0) + 1..].split_whitespace();
+        let state = f.next().unwrap_or("?");
+        if f.next().and_then(|s| s.parse::<i32>().ok()) == Some(ppid) {
+            if state == "Z" {
+                zombies += 1;
+            } else {
+                live.push(pid);
+            }
+        }
+    }
+    (live, zombies)
+}
+
+/// Sockets a process holds: a worker child holds the listener plus its connections.
+fn sockets(pid: i32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| {
+        d.flatten()
+            .filter(|e| {
+                std::fs::read_link(e.path())
+                    .is_ok_and(|l| l.to_string_lossy().starts_with("socket:"))
+            })
+            .count()
+    })
+}
+
+fn worker(args: &[&str]) -> (Server, String) {
+    let mut full = vec!["--engine", "worker", "--admin", "127.0.0.1:0"];
+    full.extend_from_slice(args);
+    let s = serve(standard_docroot(), &full);
+    assert!(s.banner.contains("engine worker"), "{}", s.banner);
+    let admin = s
+        .banner
+        .split("; admin http://")
+        .nth(1)
+        .expect("admin address in banner")
+        .trim_end_matches(')')
+        .to_string();
+    (s, admin)
+}
+
+fn ctl(admin: &str, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(bin())
+        .arg("ctl")
+        .arg("--admin")
+        .arg(admin)
+        .args(args)
+        .env_remove("GEARSHIFT_ADMIN")
+        .output()
+        .expect("run gearshift ctl");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn status(admin: &str) -> serde_json::Value {
+    let (ok, out, err) = ctl(admin, &["status"]);
+    assert!(ok, "ctl status failed: {err}");
+    serde_json::from_str(&out).expect("status is JSON")
+}
+
+/// Keep-alive clients checking every answer until `stop` (at most 30 s): each makes a few
+/// requests per connection, then opens a new one. Returns (ok, bad) per client.
+fn load(
+    s: &Server,
+    clients: usize,
+    stop: &Arc<AtomicBool>,
+) -> Vec<thread::JoinHandle<(usize, usize)>> {
+    let want = std::fs::read(s.root().join("data.bin")).unwrap();
+    (0..clients)
+        .map(|i| {
+            let (addr, stop, want) = (s.addr, stop.clone(), want.clone());
+            thread::spawn(move || {
+                let (mut ok, mut bad) = (0, 0);
+                let deadline = Instant::now() + Duration::from_secs(30);
+                while !stop.load(Ordering::SeqCst) && Instant::now() < deadline {
+                    let mut c = Conn::open(addr);
+                    for _ in 0..(3 + i % 3) {
+                        let good = c
+                            .try_send(b"GET /data.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+                            .map_err(|e| e.to_string())
+                            .and_then(|_| c.try_response(false))
+                            .is_ok_and(|r| r.status == 200 && r.body == want);
+                        if good {
+                            ok += 1;
+                        } else {
+                            bad += 1;
+                        }
+                    }
+                }
+                (ok, bad)
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn max_request_workers_resized_up_and_down_under_load() {
+    // 4 threads per child; MinSpareThreads above any size keeps maintenance growing the
+    // pool to MaxRequestWorkers, so the number of children follows that knob.
+    let (s, admin) = worker(&[
+        "--workers=1",
+        "--worker-threads-per-child=4",
+        "--worker-min-spare-threads=200",
+        "--worker-max-spare-threads=400",
+        "--worker-max-request-workers=8",
+    ]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients = load(&s, 6, &stop);
+    for mrw in [16u64, 4, 24, 8, 40, 4, 12] {
+        let (ok, out, err) = ctl(&admin, &["set", &format!("max_request_workers={mrw}")]);
+        assert!(ok, "set max_request_workers={mrw}: {out} {err}");
+        let want = mrw / 4;
+        let seen = poll(Duration::from_secs(10), || {
+            let st = status(&admin);
+            let w = &st["workers"];
+            (st["knobs"]["max_request_workers"] == mrw
+                && w["processes"] == want
+                && w["threads"] == mrw
+                && w["busy"].as_u64()? + w["idle"].as_u64()? == mrw)
+                .then_some(())
+        });
+        assert!(
+            seen.is_some(),
+            "max_request_workers={mrw} not reflected: {}",
+            status(&admin)
+        );
+        sleep(Duration::from_millis(200));
+    }
+    stop.store(true, Ordering::SeqCst);
+    let (mut ok, mut bad) = (0, 0);
+    for c in clients {
+        let (o, b) = c.join().unwrap();
+        ok += o;
+        bad += b;
+    }
+    assert_eq!(bad, 0, "{bad} failed requests out of {}", ok + bad);
+    assert!(ok > 100, "the load ran: {ok} requests");
+    let served = status(&admin)["requests"].as_u64().unwrap();
+    assert!(
+        served >= ok as u64,
+        "requests counter {served} < {ok} answered"
+    );
+    assert_eq!(children_of(s.pid()).1, 0, "no zombies");
+}
+
+#[test]
+fn child_killed_under_load_is_replaced_and_costs_only_its_connections() {
+    let mut s = worker(&[
+        "--workers=3",
+        "--worker-threads-per-child=4",
+        "--worker-min-spare-threads=1",
+        "--worker-max-spare-threads=64",
+        "--worker-max-request-workers=16",
+    ])
+    .0;
+    let pid = s.pid();
+    let three = poll(Duration::from_secs(5), || {
+        (children_of(pid).0.len() == 3).then_some(())
+    });
+    assert!(
+        three.is_some(),
+        "start_servers not reached: {:?}",
+        children_of(pid)
+    );
+    // Six clients, each on one keep-alive connection for good (a new one only after a
+    // failure), so the connections a child holds are fixed while the load runs.
+    let stop = Arc::new(AtomicBool::new(false));
+    let (ok, failed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let clients: Vec<_> = (0..6)
+        .map(|_| {
+            let (addr, stop, ok, failed) = (s.addr, stop.clone(), ok.clone(), failed.clone());
+            thread::spawn(move || {
+                let request = req("GET", "/file.txt", &[]);
+                let mut c = Conn::open(addr);
+                while !stop.load(Ordering::Relaxed) {
+                    let answer = c.try_send(&request).map_err(|e| e.to_string());
+                    match answer.and_then(|_| c.try_response(false)) {
+                        Ok(r) if r.status == 200 && r.body == b"plain text file for tests\n" => {
+                            ok.fetch_add(1, Ordering::Relaxed);
+                        }
+                        _ => {
+                            failed.fetch_add(1, Ordering::Relaxed);
+                            c = Conn::open(addr);
+                        }
+                    }
+                    sleep(Duration::from_millis(2));
+                }
+            })
+        })
+        .collect();
+    // A child holding client connections (its sockets: the listener plus those).
+    let victim = poll(Duration::from_secs(5), || {
+        (ok.load(Ordering::Relaxed) > 200)
+            .then(|| children_of(pid).0.into_iter().find(|&c| sockets(c) >= 2))
+            .flatten()
+    })
+    .expect("no child holding connections under load");
+    let held = sockets(victim) - 1;
+    let before = children_of(pid).0;
+    let ok_at_kill = ok.load(Ordering::Relaxed);
+    // SAFETY: kill(2) on a child of the server this test started.
+    assert_eq!(unsafe { libc::kill(victim, libc::SIGKILL) }, 0);
+    let after = poll(Duration::from_secs(3), || {
+        let now = children_of(pid).0;
+        (!now.contains(&victim) && now.len() >= before.len()).then_some(now)
+    })
+    .unwrap_or_else(|| panic!("child not replaced: {:?}", children_of(pid)));
+    assert!(
+        after.iter().any(|c| !before.contains(c)),
+        "no new child: {before:?} -> {after:?}"
+    );
+    sleep(Duration::from_millis(700));
+    stop.store(true, Ordering::Relaxed);
+    for c in clients {
+        c.join().expect("client thread");
+    }
+    let (ok, failed) = (ok.load(Ordering::Relaxed), failed.load(Ordering::Relaxed));
+    assert!(
+        failed <= held,
+        "{failed} requests failed; the killed child held only {held} connections ({ok} ok)"
+    );
+    assert!(
+        ok > ok_at_kill + 100,
+        "load stalled after the kill: {ok_at_kill} -> {ok}"
+    );
+    assert!(s.is_running());
+    assert_eq!(children_of(pid).1, 0, "no zombies");
+    let log = s.stderr_text();
+    assert!(
+        log.contains(&format!("child {victim} killed by signal 9")),
+        "{log}"
+    );
+}
+
+#[test]
+fn idle_keep_alive_connections_are_parked_not_holding_threads() {
+    // One child with two worker threads, and 50 idle connections.
+    let (s, admin) = worker(&[
+        "--workers=1",
+        "--worker-server-limit=1",
+        "--worker-threads-per-child=2",
+        "--worker-min-spare-threads=1",
+        "--worker-max-spare-threads=8",
+        "--worker-max-request-workers=2",
+        "--worker-keepalive-timeout-ms=30000",
+    ]);
+    let mut idle: Vec<Conn> = Vec::new();
+    for _ in 0..40 {
+        let mut c = s.conn();
+        c.send(&req("GET", "/file.txt", &[]));
+        assert_eq!(c.response().status, 200);
+        idle.push(c);
+    }
+    // Ten more that connect and say nothing: parked as well, not holding a thread.
+    let silent: Vec<Conn> = (0..10).map(|_| s.conn()).collect();
+    let st = poll(Duration::from_secs(5), || {
+        let st = status(&admin);
+        (st["workers"]["parked"] == 50).then_some(st)
+    })
+    .unwrap_or_else(|| panic!("connections not parked: {}", status(&admin)));
+    assert_eq!(
+        (
+            st["workers"]["threads"].as_u64(),
+            st["workers"]["processes"].as_u64()
+        ),
+        (Some(2), Some(1)),
+        "{st}"
+    );
+    assert_eq!(
+        st["workers"]["busy"], 0,
+        "parked connections hold no thread: {st}"
+    );
+    // The server still answers new connections at once...
+    let start = Instant::now();
+    for _ in 0..5 {
+        assert_eq!(s.get("/index.html").status, 200);
+    }
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        start.elapsed()
+    );
+    // ...and every parked connection, in reverse order, on the same connection.
+    for mut c in silent {
+        c.send(&req("GET", "/style.css", &[]));
+        assert_eq!(c.response().status, 200);
+    }
+    for c in idle.iter_mut().rev() {
+        c.send(&req("GET", "/file.txt", &[]));
+        let r = c.response();
+        assert_eq!(
+            (r.status, r.text().as_str()),
+            (200, "plain text file for tests\n")
+        );
+    }
+}
+
+#[test]
+fn parked_connections_close_after_keepalive_timeout_and_knob_changes_live() {
+    let (s, admin) = worker(&["--worker-keepalive-timeout-ms=30000"]);
+    let (ok, _, err) = ctl(&admin, &["set", "keepalive_timeout_ms=1000"]);
+    assert!(ok, "{err}");
+    let mut c = s.conn();
+    c.send(&req("GET", "/file.txt", &[]));
+    assert_eq!(c.response().status, 200);
+    let start = Instant::now();
+    assert_eq!(
+        c.closed_within(Duration::from_secs(4)),
+        Ok(true),
+        "not closed by KeepAliveTimeout"
+    );
+    assert!(
+        start.elapsed() >= Duration::from_millis(500),
+        "closed too early: {:?}",
+        start.elapsed()
+    );
+    let empty = poll(Duration::from_secs(2), || {
+        (status(&admin)["workers"]["parked"] == 0).then_some(())
+    });
+    assert!(empty.is_some(), "{}", status(&admin));
+}
+
+#[test]
+fn apache_rules_are_enforced_at_start_and_live() {
+    // `--check-config` with one worker flag: the failure's stderr.
+    let refused = |flag: &str| {
+        let args = ["serve", ".", "--engine=worker", "--check-config", flag];
+        let (st, _, err) = run_to_exit(command(&args.map(String::from), &[], None));
+        assert!(!st.success(), "{flag} accepted");
+        err
+    };
+    let err = refused("--worker-threads-per-child=100");
+    assert!(
+        err.contains("worker.threads_per_child: 100 exceeds worker.thread_limit (64)"),
+        "{err}"
+    );
+    let err = refused("--worker-max-request-workers=500");
+    assert!(err.contains("above worker.server_limit (16)"), "{err}");
+    let (_s, admin) = worker(&[]);
+    let (ok, _, err) = ctl(&admin, &["set", "threads_per_child=10"]);
+    assert!(
+        !ok && err.contains("max_request_workers: 400 needs 40 children"),
+        "{err}"
+    );
+    let (ok, _, err) = ctl(&admin, &["set", "thread_limit=65"]);
+    assert!(
+        !ok && err.contains("thread_limit: 65 is outside 1..=64"),
+        "{err}"
+    );
+    let st = status(&admin);
+    assert_eq!(
+        (
+            st["knobs"]["threads_per_child"].as_u64(),
+            st["knobs"]["thread_limit"].as_u64()
+        ),
+        (Some(25), Some(64))
+    );
+    // Apache's defaults otherwise: StartServers 3 (the test harness asks --workers 1).
+    assert_eq!(st["knobs"]["max_request_workers"], 400, "{st}");
+    assert_eq!(st["knobs"]["min_spare_threads"], 75, "{st}");
+}
+
+#[test]
+fn sigterm_finishes_in_flight_requests_exits_0_and_leaves_no_child() {
+    let (mut s, _admin) = worker(&[
+        "--workers=2",
+        "--worker-threads-per-child=2",
+        "--worker-max-request-workers=8",
+    ]);
+    let pid = s.pid();
+    let two = poll(Duration::from_secs(5), || {
+        let k = children_of(pid).0;
+        (k.len() >= 2).then_some(k)
+    })
+    .unwrap_or_else(|| panic!("children not started: {:?}", children_of(pid)));
+    // An idle keep-alive connection, and one with a request half sent.
+    let mut idle = s.conn();
+    idle.send(&req("GET", "/file.txt", &[]));
+    assert_eq!(idle.response().status, 200);
+    let mut busy = s.conn();
+    busy.send(b"GET /file.txt HTTP/1.1\r\nHost: t\r\n");
+    sleep(Duration::from_millis(200));
+    s.signal(libc::SIGTERM);
+    sleep(Duration::from_millis(300));
+    busy.send(b"\r\n");
+    let r = busy.response();
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (200, "plain text file for tests\n")
+    );
+    assert!(
+        r.has_token("connection", "close"),
+        "draining closes after the answer"
+    );
+    let status = s
+        .wait_exit(Duration::from_secs(8))
+        .expect("server exits after SIGTERM");
+    assert!(
+        status.success(),
+        "exit status {status:?}: {}",
+        s.stderr_text()
+    );
+    let gone = poll(Duration::from_secs(3), || {
+        two.iter()
+            .all(|c| !std::path::Path::new(&format!("/proc/{c}")).exists())
+            .then_some(())
+    });
+    assert!(gone.is_some(), "children outlived the master: {two:?}");
+    assert_eq!(idle.closed_within(Duration::from_secs(1)), Ok(true));
+}
+
+#[test]
+fn toml_section_and_one_idle_child_retired_per_second() {
+    // Six children of two threads: 12 idle threads against MaxSpareThreads 4, so Apache's
+    // maintenance retires one child a second until 2 are left (4 idle threads).
+    let (cfg, path) = config_file(
+        "[worker]\nthreads_per_child = 2\nmin_spare_threads = 1\nmax_spare_threads = 4\n\
+         max_clients = 16\n",
+    );
+    let (mut s, admin) = worker(&["--config", &path, "--listen=127.0.0.1:0", "--workers=6"]);
+    s.keep.push(cfg);
+    let st = status(&admin);
+    assert_eq!(
+        st["knobs"]["max_request_workers"], 16,
+        "max_clients is MaxRequestWorkers: {st}"
+    );
+    assert_eq!(st["knobs"]["threads_per_child"], 2, "{st}");
+    let pid = s.pid();
+    let six = poll(Duration::from_secs(5), || {
+        (children_of(pid).0.len() == 6).then_some(())
+    });
+    assert!(
+        six.is_some(),
+        "start_servers not reached: {:?}",
+        children_of(pid)
+    );
+    let start = Instant::now();
+    let (mut count, mut drops) = (6, Vec::new());
+    while start.elapsed() < Duration::from_secs(12) && count > 2 {
+        sleep(Duration::from_millis(50));
+        let now = children_of(pid).0.len();
+        if now < count {
+            drops.push((start.elapsed(), count - now));
+        }
+        count = now;
+    }
+    assert_eq!(count, 2, "not retired down to MaxSpareThreads: {drops:?}");
+    assert!(
+        drops.iter().all(|&(_, k)| k == 1),
+        "more than one a cycle: {drops:?}"
+    );
+    for w in drops.windows(2) {
+        assert!(
+            w[1].0 - w[0].0 >= Duration::from_millis(500),
+            "faster than once a second: {drops:?}"
+        );
+    }
+    sleep(Duration::from_millis(1500));
+    let st = status(&admin);
+    assert_eq!(
+        (children_of(pid).0.len(), st["workers"]["idle"].as_u64()),
+        (2, Some(4)),
+        "{st}"
+    );
+    assert_eq!(children_of(pid).1, 0, "no zombies");
+}
