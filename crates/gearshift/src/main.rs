@@ -27,6 +27,9 @@ enum Command {
     Serve(ServeArgs),
     /// Talk to a running server's admin interface: status, knobs.
     Ctl(ctl::CtlArgs),
+    /// Generate HTTP load against a loopback server (closed loop, open loop, WAGON sessions),
+    /// or write a SPECweb99-like file set (`load fileset DIR`).
+    Load(gearshift_load::LoadArgs),
 }
 
 #[derive(Args, Clone)]
@@ -169,6 +172,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => serve(args),
+        Command::Load(args) => gearshift_load::main(args),
         Command::Ctl(args) => ctl::run(args),
     };
     match result {
