@@ -220,9 +220,7 @@ impl LoadArgs {
         } else {
             Mode::Closed
         };
-        c.connections = self
-            .connections
-            .unwrap_or(if wagon { 100 } else { 10 });
+        c.connections = self.connections.unwrap_or(if wagon { 100 } else { 10 });
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         c.threads = self.threads.unwrap_or(cpus).min(c.connections.max(1));
         c.requests = self.requests;
@@ -301,13 +299,22 @@ mod tests {
 
     #[test]
     fn modes_and_defaults() {
-        let c = parse(&["http://127.0.0.1:1/"]).unwrap().to_config().unwrap();
-        assert_eq!(c.duration, Some(Duration::from_secs(10)));
-        assert_eq!(c.timeout, Duration::from_secs(15));
-        let c = parse(&["http://127.0.0.1:1/", "--rate", "100", "--arrival", "poisson"])
+        let c = parse(&["http://127.0.0.1:1/"])
             .unwrap()
             .to_config()
             .unwrap();
+        assert_eq!(c.duration, Some(Duration::from_secs(10)));
+        assert_eq!(c.timeout, Duration::from_secs(15));
+        let c = parse(&[
+            "http://127.0.0.1:1/",
+            "--rate",
+            "100",
+            "--arrival",
+            "poisson",
+        ])
+        .unwrap()
+        .to_config()
+        .unwrap();
         assert_eq!(
             c.mode,
             Mode::Open {
@@ -341,7 +348,13 @@ mod tests {
         assert_eq!(c.seed, 7);
         let bad = |args: &[&str]| parse(args).unwrap().to_config().is_err();
         assert!(bad(&["http://127.0.0.1:1/", "--think-scale", "0.1"]));
-        assert!(bad(&["http://127.0.0.1:1/", "--workload", "wagon", "--rate", "5"]));
+        assert!(bad(&[
+            "http://127.0.0.1:1/",
+            "--workload",
+            "wagon",
+            "--rate",
+            "5"
+        ]));
         assert!(bad(&["http://10.1.1.1/"]));
         assert!(bad(&["http://127.0.0.1:1/", "--no-keepalive", "-p", "2"]));
         assert!(bad(&["http://127.0.0.1:1/", "-c", "0"]));

@@ -62,7 +62,9 @@ impl Target {
             return Err(format!("'{url}': user information is not supported"));
         }
         let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
-            let end = v6.find(']').ok_or_else(|| format!("'{url}': unclosed '['"))?;
+            let end = v6
+                .find(']')
+                .ok_or_else(|| format!("'{url}': unclosed '['"))?;
             let port = &v6[end + 1..];
             (&v6[..end], port.strip_prefix(':'))
         } else {
@@ -88,7 +90,9 @@ impl Target {
             ));
         }
         if path.bytes().any(|b| b <= b' ' || b == 0x7f) {
-            return Err(format!("'{url}': the path has spaces or control characters"));
+            return Err(format!(
+                "'{url}': the path has spaces or control characters"
+            ));
         }
         Ok(Target {
             addr: SocketAddr::new(ip, port),

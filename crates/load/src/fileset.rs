@@ -166,13 +166,20 @@ mod tests {
         assert!((total - 1.0).abs() < 1e-12);
         for (c, freq) in CLASS_FREQ.iter().enumerate() {
             let tag = format!("/class{c}_");
-            let share: f64 = m.iter().filter(|(p, _)| p.contains(&tag)).map(|x| x.1).sum();
+            let share: f64 = m
+                .iter()
+                .filter(|(p, _)| p.contains(&tag))
+                .map(|x| x.1)
+                .sum();
             assert!((share - freq).abs() < 1e-12, "class {c}: {share}");
         }
         let w = |p: &str| m.iter().find(|(q, _)| q == p).unwrap().1;
         assert!(w("/file_set/dir00000/class1_4") > w("/file_set/dir00000/class1_3"));
         assert!(w("/file_set/dir00000/class1_3") > w("/file_set/dir00000/class1_0"));
-        assert!((w("/file_set/dir00000/class1_4") / w("/file_set/dir00001/class1_4") - 2.0).abs() < 1e-9);
+        assert!(
+            (w("/file_set/dir00000/class1_4") / w("/file_set/dir00001/class1_4") - 2.0).abs()
+                < 1e-9
+        );
     }
 
     #[test]

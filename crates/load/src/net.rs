@@ -222,7 +222,7 @@ mod tests {
             Ok(Connect::Done(_)) => panic!("connected to a closed port"),
             Ok(Connect::Pending(fd)) => {
                 let p = Poller::new().unwrap();
-        let mut ev = Events::with_capacity(4);
+                let mut ev = Events::with_capacity(4);
                 p.add(&fd, 1, true).unwrap();
                 let mut ready = Vec::new();
                 p.wait(&mut ev, 1000, &mut ready).unwrap();

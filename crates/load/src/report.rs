@@ -72,7 +72,10 @@ fn latency_json(h: &Histogram<u64>, full: bool) -> Value {
     m.insert("mean".into(), json!(if empty { 0.0 } else { h.mean() }));
     m.insert("stdev".into(), json!(if empty { 0.0 } else { h.stdev() }));
     for (q, name) in QUANTILES {
-        m.insert(name.into(), json!(if empty { 0 } else { h.value_at_quantile(q) }));
+        m.insert(
+            name.into(),
+            json!(if empty { 0 } else { h.value_at_quantile(q) }),
+        );
     }
     m.insert("max".into(), json!(if empty { 0 } else { h.max() }));
     if full {
@@ -133,7 +136,11 @@ impl Report {
             c.connections,
             self.workers,
             if self.workers == 1 { "" } else { "s" },
-            if c.keepalive { "keep-alive" } else { "no keep-alive" },
+            if c.keepalive {
+                "keep-alive"
+            } else {
+                "no keep-alive"
+            },
             if c.http10 { "HTTP/1.0" } else { "HTTP/1.1" },
             c.pipeline,
             c.seed
@@ -172,11 +179,12 @@ impl Report {
             }
         );
         if s.errors[ErrorKind::Status as usize] > 0 {
-            let classes: Vec<String> = [(1, "1xx"), (3, "3xx"), (4, "4xx"), (5, "5xx"), (0, "other")]
-                .iter()
-                .filter(|(i, _)| s.status_classes[*i] > 0)
-                .map(|(i, n)| format!("{n} {}", s.status_classes[*i]))
-                .collect();
+            let classes: Vec<String> =
+                [(1, "1xx"), (3, "3xx"), (4, "4xx"), (5, "5xx"), (0, "other")]
+                    .iter()
+                    .filter(|(i, _)| s.status_classes[*i] > 0)
+                    .map(|(i, n)| format!("{n} {}", s.status_classes[*i]))
+                    .collect();
             let _ = writeln!(o, "  statuses  {}", classes.join(", "));
         }
         if let Mode::Open { rate, .. } = self.config.mode {
@@ -199,7 +207,11 @@ impl Report {
             let _ = writeln!(
                 o,
                 "  sessions  {} started, {} completed, {} failed; {} pages ({} failed)",
-                s.sessions_started, s.sessions_completed, s.sessions_failed, s.pages, s.pages_failed
+                s.sessions_started,
+                s.sessions_completed,
+                s.sessions_failed,
+                s.pages,
+                s.pages_failed
             );
             let _ = writeln!(o, "  page time {}", latency_line(&s.page_latency));
             let _ = writeln!(
@@ -239,7 +251,13 @@ impl Report {
                     by_kind.insert(k.name().into(), json!(sec.errors[k as usize]));
                 }
                 let h = &sec.latency;
-                let q = |x: f64| if h.is_empty() { 0 } else { h.value_at_quantile(x) };
+                let q = |x: f64| {
+                    if h.is_empty() {
+                        0
+                    } else {
+                        h.value_at_quantile(x)
+                    }
+                };
                 json!({
                     "second": i,
                     "requests": sec.requests,
@@ -255,9 +273,10 @@ impl Report {
             })
             .collect();
         let (mode_rate, arrival) = match c.mode {
-            Mode::Open { rate, poisson } => {
-                (json!(rate), json!(if poisson { "poisson" } else { "fixed" }))
-            }
+            Mode::Open { rate, poisson } => (
+                json!(rate),
+                json!(if poisson { "poisson" } else { "fixed" }),
+            ),
             _ => (Value::Null, Value::Null),
         };
         let schedule = match c.mode {

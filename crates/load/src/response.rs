@@ -32,12 +32,18 @@ pub enum Eof {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Chunk {
     /// Reading a size line; `digits` seen so far, `ext` once past them.
-    Size { size: u64, digits: u32, ext: bool },
+    Size {
+        size: u64,
+        digits: u32,
+        ext: bool,
+    },
     Data(u64),
     /// The CRLF after chunk data.
     DataEnd,
     /// Trailer section; `line` = bytes on the current line (CR not counted).
-    Trailer { line: u32 },
+    Trailer {
+        line: u32,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -418,8 +424,11 @@ mod tests {
         let (n, _) = p
             .feed(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc", false)
             .unwrap();
-        p.feed(&b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"[n..], false)
-            .unwrap();
+        p.feed(
+            &b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"[n..],
+            false,
+        )
+        .unwrap();
         assert_eq!(p.eof(), Eof::ShortBody);
         assert!(!p.in_progress());
     }

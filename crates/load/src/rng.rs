@@ -131,7 +131,8 @@ impl Alias {
         let mut scaled: Vec<f64> = weights.iter().map(|w| w * n as f64 / sum).collect();
         let mut prob = vec![1.0; n];
         let mut alias: Vec<u32> = (0..n as u32).collect();
-        let (mut small, mut large): (Vec<usize>, Vec<usize>) = (0..n).partition(|&i| scaled[i] < 1.0);
+        let (mut small, mut large): (Vec<usize>, Vec<usize>) =
+            (0..n).partition(|&i| scaled[i] < 1.0);
         while let (Some(s), Some(&l)) = (small.pop(), large.last()) {
             prob[s] = scaled[s];
             alias[s] = l as u32;
@@ -233,8 +234,14 @@ mod tests {
             counts[a.sample(&mut r)] += 1;
         }
         assert_eq!(counts[2], 0);
-        assert!((counts[0] as f64 / 80_000.0 - 0.375).abs() < 0.01, "{counts:?}");
-        assert!((counts[3] as f64 / 80_000.0 - 0.5).abs() < 0.01, "{counts:?}");
+        assert!(
+            (counts[0] as f64 / 80_000.0 - 0.375).abs() < 0.01,
+            "{counts:?}"
+        );
+        assert!(
+            (counts[3] as f64 / 80_000.0 - 0.5).abs() < 0.01,
+            "{counts:?}"
+        );
         assert!(Alias::new(&[]).is_err());
         assert!(Alias::new(&[0.0]).is_err());
         assert!(Alias::new(&[-1.0, 2.0]).is_err());

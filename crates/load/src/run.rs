@@ -69,10 +69,7 @@ pub fn run_until(cfg: &Config, interrupt: &AtomicBool) -> Result<Report, String>
     }
     let tty = cfg.progress && std::io::stderr().is_terminal();
     let results: Vec<Stats> = std::thread::scope(|s| {
-        let handles: Vec<_> = ws
-            .into_iter()
-            .map(|w| s.spawn(move || w.run()))
-            .collect();
+        let handles: Vec<_> = ws.into_iter().map(|w| s.spawn(move || w.run())).collect();
         watch(&shared, interrupt, tty);
         handles
             .into_iter()
@@ -96,7 +93,11 @@ fn watch(shared: &Shared, interrupt: &AtomicBool, tty: bool) {
     let (mut last_t, mut last_n) = (Instant::now(), 0u64);
     let mut shown = false;
     loop {
-        if shared.progress.iter().all(|p| p.done.load(Ordering::Acquire)) {
+        if shared
+            .progress
+            .iter()
+            .all(|p| p.done.load(Ordering::Acquire))
+        {
             break;
         }
         std::thread::sleep(Duration::from_millis(20));

@@ -221,7 +221,9 @@ impl Stats {
     /// Adds another worker's measurements to these.
     pub fn merge(&mut self, o: &Stats) {
         self.latency.add(&o.latency).expect("histogram add");
-        self.page_latency.add(&o.page_latency).expect("histogram add");
+        self.page_latency
+            .add(&o.page_latency)
+            .expect("histogram add");
         self.issued += o.issued;
         self.requests += o.requests;
         self.ok += o.ok;

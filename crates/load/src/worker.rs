@@ -202,8 +202,7 @@ impl<'a> Worker<'a> {
     fn publish(&self) {
         let p = &self.shared.progress[self.spec.index];
         p.requests.store(self.stats.requests, Ordering::Relaxed);
-        p.errors
-            .store(self.stats.errors_total(), Ordering::Relaxed);
+        p.errors.store(self.stats.errors_total(), Ordering::Relaxed);
         p.bytes.store(self.stats.bytes, Ordering::Relaxed);
     }
 
@@ -367,10 +366,7 @@ impl<'a> Worker<'a> {
 
     fn on_readable(&mut self, ci: usize) {
         let mut buf = std::mem::take(&mut self.buf);
-        loop {
-            let Some(fd) = self.conns[ci].fd.as_ref() else {
-                break;
-            };
+        while let Some(fd) = self.conns[ci].fd.as_ref() {
             match net::read(fd, &mut buf) {
                 Ok(0) => {
                     self.now = self.clock();

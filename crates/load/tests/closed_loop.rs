@@ -49,7 +49,15 @@ fn http10_with_and_without_keepalive() {
     let srv = Server::start(Behavior::Ok(10));
     let r = load(&[&srv.url("/"), "-c", "2", "-n", "100", "--http1.0"]);
     assert_exact(&r, 100);
-    let r = load(&[&srv.url("/"), "-c", "2", "-n", "50", "--http1.0", "--no-keepalive"]);
+    let r = load(&[
+        &srv.url("/"),
+        "-c",
+        "2",
+        "-n",
+        "50",
+        "--http1.0",
+        "--no-keepalive",
+    ]);
     assert_exact(&r, 50);
     assert_eq!(r.stats.connects, 50);
 }

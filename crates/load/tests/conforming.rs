@@ -14,7 +14,9 @@ fn fast_connections_conform() {
     assert_eq!(j["conforming"]["connections"], 3);
     assert_eq!(j["conforming"]["conforming"], 3);
     assert_eq!(j["conforming"]["kbits"], 320.0);
-    assert!(r.human().contains("conforming 3 of 3 connections at >= 320 kbit/s"));
+    assert!(r
+        .human()
+        .contains("conforming 3 of 3 connections at >= 320 kbit/s"));
 }
 
 #[test]

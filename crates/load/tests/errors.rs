@@ -27,7 +27,10 @@ fn timeouts() {
     assert_eq!(r.stats.requests, 0);
     // Two rounds of two requests, each given up after 300 ms.
     let e = t.elapsed();
-    assert!(e >= Duration::from_millis(550) && e < Duration::from_secs(3), "{e:?}");
+    assert!(
+        e >= Duration::from_millis(550) && e < Duration::from_secs(3),
+        "{e:?}"
+    );
 }
 
 #[test]

@@ -21,19 +21,29 @@ fn writes_the_file_set_and_its_mix() {
         names.sort();
         assert_eq!(names.len(), 36);
         for class in 0..4 {
-            let in_class: Vec<_> = names.iter().filter(|n| n.starts_with(&format!("class{class}_"))).collect();
+            let in_class: Vec<_> = names
+                .iter()
+                .filter(|n| n.starts_with(&format!("class{class}_")))
+                .collect();
             assert_eq!(in_class.len(), 9, "nine files in class {class}");
             for f in 0..9 {
-                let len = std::fs::metadata(sub.join(format!("class{class}_{f}"))).unwrap().len();
+                let len = std::fs::metadata(sub.join(format!("class{class}_{f}")))
+                    .unwrap()
+                    .len();
                 assert_eq!(len, fileset::file_size(class, f));
                 // 0.1-0.9 KB, 1-9 KB, 10-90 KB, 100-900 KB (KB = 1024 bytes).
                 let kb = len as f64 / 1024.0;
                 let unit = [0.1, 1.0, 10.0, 100.0][class];
-                assert!((kb / unit - (f + 1) as f64).abs() < 0.01, "class {class} file {f}: {kb} KB");
+                assert!(
+                    (kb / unit - (f + 1) as f64).abs() < 0.01,
+                    "class {class} file {f}: {kb} KB"
+                );
             }
         }
     }
-    let total: u64 = (0..4).flat_map(|c| (0..9).map(move |f| fileset::file_size(c, f))).sum();
+    let total: u64 = (0..4)
+        .flat_map(|c| (0..9).map(move |f| fileset::file_size(c, f)))
+        .sum();
     assert_eq!(w.bytes, 2 * total);
 
     // The mix file parses, and sampling it hits the classes 35/50/14/1 %.
@@ -53,7 +63,10 @@ fn writes_the_file_set_and_its_mix() {
     }
     for (c, want) in CLASS_FREQ.iter().enumerate() {
         let got = per_class[c] as f64 / n as f64;
-        assert!((got - want).abs() < 0.004 + want * 0.05, "class {c}: {got} vs {want}");
+        assert!(
+            (got - want).abs() < 0.004 + want * 0.05,
+            "class {c}: {got} vs {want}"
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

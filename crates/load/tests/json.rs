@@ -13,7 +13,17 @@ fn u(v: &Value) -> u64 {
 fn json_schema_and_consistency() {
     let srv = Server::start(Behavior::Ok(500));
     let bad = Server::start(Behavior::Status(503));
-    let r = load(&[&srv.url("/ok"), "-c", "3", "-d", "1500ms", "--rate", "400", "--seed", "9"]);
+    let r = load(&[
+        &srv.url("/ok"),
+        "-c",
+        "3",
+        "-d",
+        "1500ms",
+        "--rate",
+        "400",
+        "--seed",
+        "9",
+    ]);
     let text = serde_json::to_string_pretty(&r.json()).unwrap();
     let j: Value = serde_json::from_str(&text).unwrap();
 
@@ -51,7 +61,9 @@ fn json_schema_and_consistency() {
     assert!(series.len() >= 2);
     for (i, s) in series.iter().enumerate() {
         assert_eq!(u(&s["second"]), i as u64);
-        for k in ["requests", "ok", "bytes", "errors", "p50_us", "p90_us", "p99_us", "max_us"] {
+        for k in [
+            "requests", "ok", "bytes", "errors", "p50_us", "p90_us", "p99_us", "max_us",
+        ] {
             assert!(s[k].is_u64(), "series[{i}].{k}");
         }
     }

@@ -15,7 +15,10 @@ fn fixed_rate_exact_count() {
     assert_eq!(srv.hits(), 200);
     assert_eq!(r.stats.lag_count, 200, "every request has a schedule");
     let e = r.elapsed.as_secs_f64();
-    assert!((0.19..0.6).contains(&e), "200 requests at 1000/s took {e} s");
+    assert!(
+        (0.19..0.6).contains(&e),
+        "200 requests at 1000/s took {e} s"
+    );
 }
 
 #[test]
@@ -50,19 +53,31 @@ fn stall() -> Server {
 #[test]
 fn stall_shows_in_open_loop_percentiles() {
     let srv = stall();
-    let r = load(&[&srv.url("/"), "-c", "20", "-d", "3s", "--rate", "200", "-t", "1"]);
+    let r = load(&[
+        &srv.url("/"),
+        "-c",
+        "20",
+        "-d",
+        "3s",
+        "--rate",
+        "200",
+        "-t",
+        "1",
+    ]);
     let h = &r.stats.latency;
-    let (p50, p99, max) = (
-        h.value_at_quantile(0.5),
-        h.value_at_quantile(0.99),
-        h.max(),
-    );
+    let (p50, p99, max) = (h.value_at_quantile(0.5), h.value_at_quantile(0.99), h.max());
     // A third of the requests were due during the stall; their latency counts from when
     // they were due, so it spreads from ~1 s down to 0.
-    assert!(p99 >= 800_000, "open-loop p99 {p99} us should show the 1 s stall");
+    assert!(
+        p99 >= 800_000,
+        "open-loop p99 {p99} us should show the 1 s stall"
+    );
     assert!(max >= 900_000, "max {max} us");
     assert!(p50 < 300_000, "p50 {p50} us");
-    assert!(r.stats.lag_max_ns >= 500_000_000, "requests waited for connections");
+    assert!(
+        r.stats.lag_max_ns >= 500_000_000,
+        "requests waited for connections"
+    );
     assert_eq!(r.stats.errors_total(), 0);
 }
 

@@ -94,8 +94,18 @@ fn overrides_and_think_scale() {
     });
     let mut rng = Rng::new(1);
     close("interval", sample(|| w.interarrival(&mut rng)).0, 0.5, 0.01);
-    close("length", sample(|| w.session_length(&mut rng) as f64).0, 20.0, 0.01);
-    close("burst", sample(|| w.burst_length(&mut rng) as f64).0, 3.0, 0.01);
+    close(
+        "length",
+        sample(|| w.session_length(&mut rng) as f64).0,
+        20.0,
+        0.01,
+    );
+    close(
+        "burst",
+        sample(|| w.burst_length(&mut rng) as f64).0,
+        3.0,
+        0.01,
+    );
     let (m, sd) = sample(|| w.think_time(&mut rng));
     close("scaled think mean", m, 0.02, 0.02);
     close("scaled think sd", sd, 0.01, 0.03);

@@ -31,7 +31,11 @@ pub enum Behavior {
     Silent,
     /// Like Ok, but requests arriving between `from` and `to` after the first request are
     /// answered only at `to` (a server-wide stall).
-    Stall { body: usize, from: Duration, to: Duration },
+    Stall {
+        body: usize,
+        from: Duration,
+        to: Duration,
+    },
     /// Like Ok, but each response takes this long.
     Delay { body: usize, delay: Duration },
     /// A body of `body` bytes written in 10 pieces, `gap` apart.
@@ -258,7 +262,10 @@ pub fn load(args: &[&str]) -> Report {
     let started = Instant::now();
     let r = gearshift_load::run(&cfg).expect("run");
     // Every run in these tests is short; a hang would be a bug.
-    assert!(started.elapsed() < Duration::from_secs(30), "run took too long");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "run took too long"
+    );
     r
 }
 
