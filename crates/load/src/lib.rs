@@ -76,6 +76,7 @@
 
 pub mod cli;
 pub mod config;
+mod conn;
 pub mod fileset;
 pub mod mix;
 mod modes;
