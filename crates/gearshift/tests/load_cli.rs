@@ -88,3 +88,58 @@ fn refuses_non_loopback_targets() {
     assert!(!ok);
     assert!(err.contains("not a loopback address"), "{err}");
 }
+
+#[test]
+fn bad_input_is_one_line_and_non_zero() {
+    let dir = TempDir::new("load-bad");
+    let bad_mix = dir.join("bad.mix");
+    std::fs::write(&bad_mix, "/a notaweight\n").unwrap();
+    let missing = dir.join("missing.mix");
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec!["http://127.0.0.1:1/".into(), "-c".into(), "0".into()],
+            "connections",
+        ),
+        (
+            vec!["http://127.0.0.1:1/".into(), "--rate".into(), "0".into()],
+            "--rate",
+        ),
+        (vec!["https://127.0.0.1:1/".into()], "only http://"),
+        (
+            vec![
+                "http://127.0.0.1:1/".into(),
+                "--think-scale".into(),
+                "0.1".into(),
+            ],
+            "--workload wagon",
+        ),
+        (
+            vec![
+                "http://127.0.0.1:1/".into(),
+                "--mix".into(),
+                missing.to_str().unwrap().into(),
+            ],
+            "--mix",
+        ),
+        (
+            vec![
+                "http://127.0.0.1:1/".into(),
+                "--mix".into(),
+                bad_mix.to_str().unwrap().into(),
+            ],
+            "bad weight",
+        ),
+        (vec!["fileset".into(), "/dev/null/x".into()], "/dev/null/x"),
+    ];
+    for (args, want) in cases {
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (ok, out, err) = load(&refs);
+        assert!(!ok, "{args:?} succeeded: {out}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            err.starts_with("gearshift: ") && err.contains(want),
+            "{args:?}: {err}"
+        );
+    }
+}

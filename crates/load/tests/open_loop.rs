@@ -79,6 +79,23 @@ fn stall_shows_in_open_loop_percentiles() {
         "requests waited for connections"
     );
     assert_eq!(r.stats.errors_total(), 0);
+    // The generator's lag is reported, in the JSON and in the summary.
+    let j = r.json();
+    assert!(j["schedule"]["lag_max_us"].as_f64().unwrap() >= 500_000.0);
+    assert!(j["schedule"]["lag_mean_us"].as_f64().unwrap() > 0.0);
+    assert!(
+        r.human().contains("sends behind schedule by"),
+        "{}",
+        r.human()
+    );
+    // The per-second series shows when: some second after the stall began has p99 >= 0.5 s.
+    let series = j["series"].as_array().unwrap();
+    assert!(
+        series
+            .iter()
+            .any(|s| s["p99_us"].as_u64().unwrap() >= 500_000),
+        "{series:?}"
+    );
 }
 
 #[test]
