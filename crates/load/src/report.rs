@@ -132,8 +132,9 @@ impl Report {
             Mode::Wagon(_) => "WAGON sessions".to_string(),
         };
         format!(
-            "{mode}, {} connections, {} thread{}, {}, {}, pipeline {}, seed {}",
+            "{mode}, {} connection{}, {} thread{}, {}, {}, pipeline {}, seed {}",
             c.connections,
+            if c.connections == 1 { "" } else { "s" },
             self.workers,
             if self.workers == 1 { "" } else { "s" },
             if c.keepalive {
@@ -364,6 +365,36 @@ impl Report {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn behind_schedule_from_lag_and_unsent() {
+        let mut cfg = crate::Config::new("http://127.0.0.1:1/").unwrap();
+        cfg.mode = Mode::Open {
+            rate: 100.0,
+            poisson: false,
+        };
+        let mut r = Report {
+            config: cfg,
+            stats: crate::stats::Stats::new(),
+            workers: 1,
+            elapsed: std::time::Duration::from_secs(1),
+        };
+        for _ in 0..10 {
+            r.stats.lag(200_000);
+        }
+        assert!(!r.behind_schedule(), "0.2 ms mean lag keeps the schedule");
+        assert!(r
+            .human()
+            .contains("sends behind schedule by 200 us on average"));
+        assert!(!r.human().contains("BEHIND"));
+        r.stats.lag(20_000_000);
+        assert!(r.behind_schedule(), "2 ms mean lag");
+        assert_eq!(r.json()["schedule"]["behind"], true);
+        r.stats = crate::stats::Stats::new();
+        r.stats.unsent = 1;
+        assert!(r.behind_schedule(), "a request never sent");
+        assert!(r.human().contains("BEHIND SCHEDULE (1 requests never sent"));
+    }
 
     #[test]
     fn formats() {

@@ -3,6 +3,8 @@
 //! without copying them. Heads are parsed with `httparse` straight from the read buffer; only a
 //! head split across reads is copied into a small per-connection buffer.
 
+use std::mem::MaybeUninit;
+
 /// Largest response head accepted.
 pub const MAX_HEAD: usize = 64 * 1024;
 
@@ -150,15 +152,18 @@ impl Parser {
         buf: &[u8],
         head_request: bool,
     ) -> Result<(usize, Option<Response>), &'static str> {
-        let mut headers = [httparse::EMPTY_HEADER; 64];
-        let mut resp = httparse::Response::new(&mut headers);
+        // Uninitialised header slots: httparse fills what it uses, and this runs once per
+        // response, so the 2 KiB of zeroing that `EMPTY_HEADER`s would cost is skipped.
+        let mut headers = [const { MaybeUninit::<httparse::Header>::uninit() }; 64];
+        let mut resp = httparse::Response::new(&mut []);
+        let config = httparse::ParserConfig::default();
         let old = self.head.len();
         let parsed = if old == 0 {
-            resp.parse(buf)
+            config.parse_response_with_uninit_headers(&mut resp, buf, &mut headers)
         } else {
             let take = buf.len().min(MAX_HEAD + 1 - old.min(MAX_HEAD));
             self.head.extend_from_slice(&buf[..take]);
-            resp.parse(&self.head)
+            config.parse_response_with_uninit_headers(&mut resp, &self.head, &mut headers)
         };
         let len = match parsed {
             Ok(httparse::Status::Complete(len)) => len,

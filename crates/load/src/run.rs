@@ -8,6 +8,7 @@ use crate::stats::Stats;
 use crate::worker::{Progress, Shared, Worker, WorkerSpec};
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 /// The outcome of a run.
@@ -68,9 +69,21 @@ pub fn run_until(cfg: &Config, interrupt: &AtomicBool) -> Result<Report, String>
         ws.push(Worker::new(cfg, &reqs, &shared, spec)?);
     }
     let tty = cfg.progress && std::io::stderr().is_terminal();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
     let results: Vec<Stats> = std::thread::scope(|s| {
-        let handles: Vec<_> = ws.into_iter().map(|w| s.spawn(move || w.run())).collect();
-        watch(&shared, interrupt, tty);
+        let handles: Vec<_> = ws
+            .into_iter()
+            .map(|w| {
+                let done = done_tx.clone();
+                s.spawn(move || {
+                    let stats = w.run();
+                    let _ = done.send(());
+                    stats
+                })
+            })
+            .collect();
+        drop(done_tx);
+        watch(&shared, &done_rx, interrupt, tty);
         handles
             .into_iter()
             .map(|h| h.join().expect("load worker panicked"))
@@ -88,19 +101,19 @@ pub fn run_until(cfg: &Config, interrupt: &AtomicBool) -> Result<Report, String>
     })
 }
 
-/// Waits for the workers, forwards an interrupt, and redraws the progress line each second.
-fn watch(shared: &Shared, interrupt: &AtomicBool, tty: bool) {
+/// Waits for the workers (each says when it is done), forwards an interrupt, and redraws the
+/// progress line each second. It wakes every 100 ms at most, to see an interrupt: that is
+/// all it costs the CPU the workers run on.
+fn watch(shared: &Shared, done: &Receiver<()>, interrupt: &AtomicBool, tty: bool) {
     let (mut last_t, mut last_n) = (Instant::now(), 0u64);
     let mut shown = false;
-    loop {
-        if shared
-            .progress
-            .iter()
-            .all(|p| p.done.load(Ordering::Acquire))
-        {
-            break;
+    let mut left = shared.progress.len();
+    while left > 0 {
+        match done.recv_timeout(Duration::from_millis(100)) {
+            Ok(()) => left -= 1,
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
         }
-        std::thread::sleep(Duration::from_millis(20));
         if interrupt.load(Ordering::Relaxed) {
             shared.stop.store(true, Ordering::Relaxed);
         }

@@ -25,7 +25,6 @@ pub struct Progress {
     pub requests: AtomicU64,
     pub errors: AtomicU64,
     pub bytes: AtomicU64,
-    pub done: AtomicBool,
 }
 
 /// What the workers of a run share: the start instant, the stop flag and progress counters.
@@ -157,9 +156,6 @@ impl<'a> Worker<'a> {
         self.finish();
         self.stats.elapsed_ns = self.now;
         self.publish();
-        self.shared.progress[self.spec.index]
-            .done
-            .store(true, Ordering::Release);
         self.stats
     }
 

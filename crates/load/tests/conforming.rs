@@ -29,10 +29,12 @@ fn slow_connections_do_not() {
     let r = load(&[&srv.url("/"), "-c", "2", "-n", "6", "--conforming", "320"]);
     assert_eq!(r.stats.requests, 6);
     assert_eq!(r.conforming(), Some((0, 2)));
+    // Sleeps only ever run long, so the 200 ms per response bound the rate from above
+    // however busy the machine is; from below it depends on the scheduler, so no bound.
     for rate in &r.stats.conn_rates {
-        assert!((100_000.0..260_000.0).contains(rate), "rate {rate} bit/s");
+        assert!(*rate > 0.0 && *rate < 260_000.0, "rate {rate} bit/s");
     }
-    // ...but they do conform to 100 kbit/s.
-    let r = load(&[&srv.url("/"), "-c", "2", "-n", "4", "--conforming", "100"]);
+    // ...but they do conform to 20 kbit/s (a response may take up to 1.6 s for that).
+    let r = load(&[&srv.url("/"), "-c", "2", "-n", "4", "--conforming", "20"]);
     assert_eq!(r.conforming(), Some((2, 2)));
 }

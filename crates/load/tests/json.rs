@@ -72,12 +72,15 @@ fn json_schema_and_consistency() {
     let bytes: u64 = series.iter().map(|s| u(&s["bytes"])).sum();
     assert_eq!(bytes, u(&j["bytes"]));
     assert!(u(&j["bytes"]) >= requests * 500);
-    // About 400 per full second.
-    assert!((300..=500).contains(&u(&series[0]["requests"])));
+    // At most the 400 scheduled in the first second complete in it (latency only delays).
+    assert!((100..=400).contains(&u(&series[0]["requests"])));
 
     let sched = &j["schedule"];
     assert!(sched["lag_mean_us"].is_f64() && sched["lag_max_us"].is_f64());
-    assert_eq!(sched["behind"], false);
+    // "behind" is derived from the lag and the unsent count (whether this loaded machine
+    // kept the schedule is not for this test to say; open_loop.rs provokes both cases).
+    let behind = sched["lag_mean_us"].as_f64().unwrap() > 1000.0 || u(&j["unsent"]) > 0;
+    assert_eq!(sched["behind"], behind);
     assert!(j["wagon"].is_null() && j["conforming"].is_null());
     assert_eq!(
         u(&j["issued"]),
