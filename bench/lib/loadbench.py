@@ -115,9 +115,16 @@ def report(d):
         print(f"gearshift load / wrk, median of per-round ratios: req/s "
               f"{statistics.median(pr):.3f}, cpu us/req {statistics.median(pc):.3f} "
               f"(cpu us/req ratio per round: {' '.join(f'{x:.2f}' for x in pc)})")
-    ok = gr >= wr * 0.99 and gc <= wc * 1.01
-    print(f"target (req/s >= wrk's and cpu us/req <= wrk's, 1% tolerance): "
-          f"{'met' if ok else 'NOT met'}")
+    rps_ok, cpu_ok = gr >= wr * 0.99, gc <= wc * 1.01
+    print(f"target (1% tolerance, on the medians): req/s >= wrk's: {'met' if rps_ok else 'NOT met'}; "
+          f"cpu us/req <= wrk's: {'met' if cpu_ok else 'NOT met'}")
+    busiest = max((r["cpu_pct"] or 0) for _, _, r in runs)
+    if busiest < 80:
+        # As bench/static's "srv cpu%": a generator well below a full CPU was not what
+        # limited the run, so its req/s tell how fast nginx (on a shared machine) answered.
+        print(f"note: no generator used more than {busiest:.0f}% of a CPU: nginx (or other load on "
+              f"the machine) limited every run, so req/s compare the server's luck more than the "
+              f"generators; cpu us/req is the figure to trust")
     errs = sum((r["errors"] or 0) for _, _, r in runs)
     if errs:
         print(f"warning: {errs} errors over all runs (see the raw outputs)")
