@@ -1,7 +1,7 @@
 //! The `gearshift load` command line (clap), and its translation into a [`Config`]: defaults,
 //! the choice of mode, and the checks that make every run bounded and loopback-only.
 
-use crate::config::{Config, Method, Mode};
+use crate::config::{defaults, Config, Method, Mode};
 use crate::wagon::WagonParams;
 use clap::{Args, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -74,12 +74,12 @@ pub struct LoadArgs {
     /// Count connections that kept at least this bit rate (paper 002: 320).
     #[arg(long, value_name = "KBITS")]
     pub conforming: Option<f64>,
-    /// Give up on a request (connect included) after this long.
-    #[arg(long, value_parser = parse_duration, default_value = "15s")]
-    pub timeout: Duration,
-    /// Hard bound on the whole run, whatever else is set.
-    #[arg(long, value_parser = parse_duration, default_value = "1h")]
-    pub time_limit: Duration,
+    /// Give up on a request (connect included) after this long [default: 15s, as paper 003].
+    #[arg(long, value_parser = parse_duration)]
+    pub timeout: Option<Duration>,
+    /// Hard bound on the whole run, whatever else is set [default: 1h].
+    #[arg(long, value_parser = parse_duration)]
+    pub time_limit: Option<Duration>,
     /// Extra request header, "Name: value" (repeatable).
     #[arg(short = 'H', long = "header", value_name = "HEADER")]
     pub headers: Vec<String>,
@@ -220,7 +220,11 @@ impl LoadArgs {
         } else {
             Mode::Closed
         };
-        c.connections = self.connections.unwrap_or(if wagon { 100 } else { 10 });
+        c.connections = self.connections.unwrap_or(if wagon {
+            defaults::WAGON_CONNECTIONS
+        } else {
+            defaults::CONNECTIONS
+        });
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         c.threads = self.threads.unwrap_or(cpus).min(c.connections.max(1));
         c.requests = self.requests;
@@ -228,9 +232,9 @@ impl LoadArgs {
         c.duration = match self.duration {
             Some(d) => Some(d),
             None if self.requests.is_some() || self.sessions.is_some() => None,
-            None => Some(Duration::from_secs(10)),
+            None => Some(defaults::DURATION),
         };
-        c.time_limit = self.time_limit;
+        c.time_limit = self.time_limit.unwrap_or(defaults::TIME_LIMIT);
         c.keepalive = !self.no_keepalive;
         c.http10 = self.http10;
         c.pipeline = self.pipeline;
@@ -244,7 +248,7 @@ impl LoadArgs {
                 .map_err(|e| format!("--mix {}: {e}", path.display()))?;
             c.mix = crate::mix::parse_mix(&text, &c.target)?;
         }
-        c.timeout = self.timeout;
+        c.timeout = self.timeout.unwrap_or(defaults::TIMEOUT);
         c.seed = self.seed.unwrap_or_else(|| {
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)

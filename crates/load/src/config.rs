@@ -106,6 +106,26 @@ impl Target {
     }
 }
 
+/// Every default of a run, in one place, each with where it comes from.
+pub mod defaults {
+    use std::time::Duration;
+
+    /// Connections: wrk's default (`-c 10`).
+    pub const CONNECTIONS: usize = 10;
+    /// WAGON: the most bursts in progress at once. Our choice: the preset starts 10 sessions
+    /// a second and a burst of ~7 requests lasts milliseconds on loopback, so 100 slots only
+    /// fill when the server is far behind.
+    pub const WAGON_CONNECTIONS: usize = 100;
+    /// Run length when neither a request nor a session count is given: wrk's default (`-d 10s`).
+    pub const DURATION: Duration = Duration::from_secs(10);
+    /// Per-request timeout, connect included: paper 003 ran its ab sweeps with 15 s.
+    pub const TIMEOUT: Duration = Duration::from_secs(15);
+    /// Hard bound on any run (our choice: the brief wants every run bounded).
+    pub const TIME_LIMIT: Duration = Duration::from_secs(3600);
+    /// Seed of `Config::new` (the command line seeds from the clock unless `--seed`).
+    pub const SEED: u64 = 1;
+}
+
 /// Everything a run needs.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -147,19 +167,19 @@ impl Config {
             mix: vec![(target.path.clone(), 1.0)],
             target,
             mode: Mode::Closed,
-            connections: 10,
+            connections: defaults::CONNECTIONS,
             threads: 1,
             requests: None,
-            duration: Some(Duration::from_secs(10)),
+            duration: Some(defaults::DURATION),
             sessions: None,
-            time_limit: Duration::from_secs(3600),
+            time_limit: defaults::TIME_LIMIT,
             keepalive: true,
             http10: false,
             pipeline: 1,
             method: Method::Get,
             headers: Vec::new(),
-            timeout: Duration::from_secs(15),
-            seed: 1,
+            timeout: defaults::TIMEOUT,
+            seed: defaults::SEED,
             conforming_kbits: None,
             progress: false,
         })
