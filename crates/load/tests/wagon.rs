@@ -166,6 +166,26 @@ fn session_run_completes_and_repeats() {
     let j = r.json();
     assert_eq!(j["mode"], "wagon");
     assert_eq!(j["wagon"]["pages"], s.pages);
+    let w = &j["wagon"];
+    assert_eq!(w["sessions_started"], 30);
+    assert_eq!(w["sessions_completed"], 30);
+    assert_eq!(w["session_interval_s"], 0.01);
+    assert_eq!(w["session_length"], serde_json::json!([8.0, 3.0]));
+    assert_eq!(w["burst_length"], serde_json::json!([7.0, 3.0]));
+    assert_eq!(w["think_time_s"], serde_json::json!([30.0, 30.0]));
+    assert_eq!(w["think_scale"], 0.001);
+    let pages = &w["page_latency_us"];
+    assert_eq!(pages["count"], s.pages);
+    let in_buckets: u64 = pages["histogram"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b[1].as_u64().unwrap())
+        .sum();
+    assert_eq!(in_buckets, s.pages);
+    // Every burst has an intended start, so its lag is measured.
+    assert_eq!(s.lag_count, s.pages);
+    assert!(j["schedule"]["lag_max_us"].is_f64());
     // The same seed gives the same sessions, whatever the timing.
     let again = session_run(&srv, "42");
     assert_eq!(again.stats.pages, s.pages);
