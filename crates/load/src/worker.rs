@@ -143,6 +143,11 @@ impl<'a> Worker<'a> {
                 break;
             }
             self.now = self.clock();
+            if self.now >= self.end_ns {
+                // What arrived after the deadline is not part of the run: in flight, counted
+                // as incomplete (so no response is dated in a second after the end).
+                break;
+            }
             for r in &ready {
                 self.event(*r);
             }

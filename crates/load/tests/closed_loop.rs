@@ -98,6 +98,11 @@ fn duration_bounds_the_run() {
     let r = load(&[&srv.url("/"), "-c", "2", "-d", "300ms"]);
     let e = r.elapsed.as_secs_f64();
     assert!((0.29..0.5).contains(&e), "elapsed {e}");
+    assert_eq!(
+        r.stats.series.len(),
+        1,
+        "no response is dated after the 300 ms end"
+    );
     assert!(r.stats.requests > 10);
     // The run stops at the deadline: whatever was in flight is reported, not lost.
     assert_eq!(
