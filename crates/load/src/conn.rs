@@ -176,7 +176,7 @@ impl Worker<'_> {
         }
         self.buf = buf;
         if self.conns[ci].fd.is_some() {
-            self.answered(ci);
+            self.refill(ci);
         }
     }
 

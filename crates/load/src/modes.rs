@@ -191,17 +191,6 @@ impl Worker<'_> {
         }
     }
 
-    /// Connection `ci` has read what there was. The closed loop sends its next requests
-    /// after every ready connection has been read (from `run_todo`), as one burst: the
-    /// server then finds them together in one wakeup, as with wrk, whose writes wait for the
-    /// next epoll round. The other modes hand out work at once.
-    pub(crate) fn answered(&mut self, ci: usize) {
-        match self.mode {
-            ModeState::Closed => self.todo.push(ci as u32),
-            _ => self.refill(ci),
-        }
-    }
-
     /// Connection `ci` is open and has read what there was: give it more work.
     pub(crate) fn refill(&mut self, ci: usize) {
         match self.mode {
