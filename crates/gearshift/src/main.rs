@@ -30,6 +30,9 @@ enum Command {
     Ctl(ctl::CtlArgs),
     /// Simulate paper 001's server and paper 002's pipeline; run controllers against them.
     Sim(gearshift_control::cli::SimArgs),
+    /// Generate HTTP load against a loopback server (closed loop, open loop, WAGON sessions),
+    /// or write a SPECweb99-like file set (`load fileset DIR`).
+    Load(Box<gearshift_load::LoadArgs>),
 }
 
 #[derive(Args, Clone)]
@@ -219,6 +222,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => serve(*args),
+        Command::Load(args) => gearshift_load::main(*args),
         Command::Ctl(args) => ctl::run(args),
         Command::Sim(args) => gearshift_control::cli::run_sim(args),
     };

@@ -1,0 +1,366 @@
+//! The `gearshift load` command line (clap), and its translation into a [`Config`]: defaults,
+//! the choice of mode, and the checks that make every run bounded and loopback-only.
+
+use crate::config::{defaults, Config, Method, Mode};
+use crate::wagon::WagonParams;
+use clap::{Args, Subcommand, ValueEnum};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// `gearshift load URL [options]`, or `gearshift load fileset DIR`.
+#[derive(Args, Debug, Clone)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct LoadArgs {
+    #[command(subcommand)]
+    pub command: Option<LoadCommand>,
+    /// Target URL, on loopback only: http://127.0.0.1:PORT/PATH (or localhost, [::1]).
+    #[arg(required = true)]
+    pub url: Option<String>,
+    /// Simultaneous connections [default: 10; WAGON: 100, the most bursts at once].
+    #[arg(short = 'c', long)]
+    pub connections: Option<usize>,
+    /// Stop after this many requests.
+    #[arg(short = 'n', long)]
+    pub requests: Option<u64>,
+    /// Stop after this long (10s, 500ms, 2m) [default: 10s unless -n or --sessions is given].
+    #[arg(short = 'd', long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Worker threads, each one epoll loop [default: one per CPU, at most one per connection].
+    #[arg(short = 't', long)]
+    pub threads: Option<usize>,
+    /// Open a new connection for every request (Connection: close).
+    #[arg(long)]
+    pub no_keepalive: bool,
+    /// Send HTTP/1.0 requests (keep-alive asked for with Connection: keep-alive).
+    #[arg(long = "http1.0")]
+    pub http10: bool,
+    /// Requests in flight per connection (pipelining depth).
+    #[arg(short = 'p', long, default_value_t = 1)]
+    pub pipeline: usize,
+    /// Open loop: start this many requests per second whatever the server does; latency is
+    /// measured from each request's scheduled time (coordinated omission corrected).
+    #[arg(short = 'r', long)]
+    pub rate: Option<f64>,
+    /// Open-loop arrivals: evenly spaced or a Poisson process.
+    #[arg(long, value_enum, default_value_t = Arrival::Fixed)]
+    pub arrival: Arrival,
+    /// Session workload preset: `wagon` (paper 001, Table II).
+    #[arg(long, value_enum)]
+    pub workload: Option<Workload>,
+    /// WAGON: mean seconds between session arrivals (exponential) [0.1].
+    #[arg(long, value_name = "SECS")]
+    pub session_interval: Option<f64>,
+    /// WAGON: clicks per session, lognormal MEAN,SD [8,3].
+    #[arg(long, value_name = "MEAN,SD", value_parser = parse_mean_sd)]
+    pub session_length: Option<(f64, f64)>,
+    /// WAGON: requests per click, gaussian MEAN,SD, truncated to >= 1 and rounded [7,3].
+    #[arg(long, value_name = "MEAN,SD", value_parser = parse_mean_sd)]
+    pub burst_length: Option<(f64, f64)>,
+    /// WAGON: seconds of think time between clicks, lognormal MEAN,SD [30,30].
+    #[arg(long, value_name = "MEAN,SD", value_parser = parse_mean_sd)]
+    pub think_time: Option<(f64, f64)>,
+    /// WAGON: multiply think times by this (0.01 makes a 30 s think 0.3 s) [1].
+    #[arg(long, value_name = "FACTOR")]
+    pub think_scale: Option<f64>,
+    /// WAGON: start at most this many sessions.
+    #[arg(long)]
+    pub sessions: Option<u64>,
+    /// Random seed, for repeatable schedules, sessions and mixes [default: from the clock].
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Request mix file: lines `PATH [WEIGHT]` (see `gearshift load fileset`).
+    #[arg(long, value_name = "FILE")]
+    pub mix: Option<PathBuf>,
+    /// Count connections that kept at least this bit rate (paper 002: 320).
+    #[arg(long, value_name = "KBITS")]
+    pub conforming: Option<f64>,
+    /// Give up on a request (connect included) after this long [default: 15s, as paper 003].
+    #[arg(long, value_parser = parse_duration)]
+    pub timeout: Option<Duration>,
+    /// Hard bound on the whole run, whatever else is set [default: 1h].
+    #[arg(long, value_parser = parse_duration)]
+    pub time_limit: Option<Duration>,
+    /// Extra request header, "Name: value" (repeatable).
+    #[arg(short = 'H', long = "header", value_name = "HEADER")]
+    pub headers: Vec<String>,
+    /// Request method.
+    #[arg(short = 'm', long, value_enum, default_value_t = MethodArg::Get)]
+    pub method: MethodArg,
+    /// Print the results as JSON (schema: gearshift-load/1) instead of the summary.
+    #[arg(long)]
+    pub json: bool,
+    /// No live progress line.
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum LoadCommand {
+    /// Write a SPECweb99-like static file set and its request mix (DIR/specweb99.mix).
+    Fileset(FilesetArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct FilesetArgs {
+    /// Directory to write into (file_set/ and specweb99.mix are created there).
+    pub dir: PathBuf,
+    /// Number of directories of 36 files (about 5 MB each).
+    #[arg(long, default_value_t = 10)]
+    pub dirs: usize,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arrival {
+    Fixed,
+    Poisson,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Workload {
+    Wagon,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MethodArg {
+    #[value(name = "GET", alias = "get")]
+    Get,
+    #[value(name = "HEAD", alias = "head")]
+    Head,
+}
+
+/// "10s", "1.5s", "500ms", "250us", "2m", "1h"; a bare number is seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a duration (like 10s, 500ms, 2m)"))?;
+    let secs = match unit.trim() {
+        "" | "s" => v,
+        "ms" => v / 1e3,
+        "us" => v / 1e6,
+        "m" | "min" => v * 60.0,
+        "h" => v * 3600.0,
+        u => return Err(format!("'{s}': unknown unit '{u}' (us, ms, s, m, h)")),
+    };
+    if !secs.is_finite() || !(0.0..=1e7).contains(&secs) {
+        return Err(format!("'{s}' is out of range"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// "MEAN,SD".
+pub fn parse_mean_sd(s: &str) -> Result<(f64, f64), String> {
+    let (m, d) = s
+        .split_once(',')
+        .ok_or_else(|| format!("'{s}': expected MEAN,SD"))?;
+    let m: f64 = m.trim().parse().map_err(|_| format!("'{s}': bad mean"))?;
+    let d: f64 = d.trim().parse().map_err(|_| format!("'{s}': bad sd"))?;
+    Ok((m, d))
+}
+
+/// `gearshift load`'s arguments alone, for parsing them outside the `gearshift` binary.
+#[derive(clap::Parser, Debug)]
+#[command(name = "load")]
+struct Standalone {
+    #[command(flatten)]
+    args: LoadArgs,
+}
+
+impl LoadArgs {
+    /// Parses `args` (the first item is the program name) as `gearshift load` would.
+    pub fn parse_from<I, T>(args: I) -> Result<LoadArgs, String>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        use clap::Parser;
+        Standalone::try_parse_from(args)
+            .map(|s| s.args)
+            .map_err(|e| e.to_string())
+    }
+
+    /// The run these arguments describe.
+    pub fn to_config(&self) -> Result<Config, String> {
+        let url = self.url.as_deref().ok_or("a target URL is required")?;
+        let mut c = Config::new(url)?;
+        let wagon = self.workload == Some(Workload::Wagon);
+        let wagon_flags = self.session_interval.is_some()
+            || self.session_length.is_some()
+            || self.burst_length.is_some()
+            || self.think_time.is_some()
+            || self.think_scale.is_some()
+            || self.sessions.is_some();
+        if wagon_flags && !wagon {
+            return Err("session options need --workload wagon".into());
+        }
+        c.mode = if wagon {
+            if self.rate.is_some() {
+                return Err("--rate and --workload wagon do not go together".into());
+            }
+            if self.no_keepalive {
+                return Err("WAGON sends each burst on one keep-alive connection".into());
+            }
+            let d = WagonParams::default();
+            Mode::Wagon(WagonParams {
+                session_interval: self.session_interval.unwrap_or(d.session_interval),
+                session_length: self.session_length.unwrap_or(d.session_length),
+                burst_length: self.burst_length.unwrap_or(d.burst_length),
+                think_time: self.think_time.unwrap_or(d.think_time),
+                think_scale: self.think_scale.unwrap_or(d.think_scale),
+            })
+        } else if let Some(rate) = self.rate {
+            Mode::Open {
+                rate,
+                poisson: self.arrival == Arrival::Poisson,
+            }
+        } else {
+            Mode::Closed
+        };
+        c.connections = self.connections.unwrap_or(if wagon {
+            defaults::WAGON_CONNECTIONS
+        } else {
+            defaults::CONNECTIONS
+        });
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        c.threads = self.threads.unwrap_or(cpus).min(c.connections.max(1));
+        c.requests = self.requests;
+        c.sessions = self.sessions;
+        c.duration = match self.duration {
+            Some(d) => Some(d),
+            None if self.requests.is_some() || self.sessions.is_some() => None,
+            None => Some(defaults::DURATION),
+        };
+        c.time_limit = self.time_limit.unwrap_or(defaults::TIME_LIMIT);
+        c.keepalive = !self.no_keepalive;
+        c.http10 = self.http10;
+        c.pipeline = self.pipeline;
+        c.method = match self.method {
+            MethodArg::Get => Method::Get,
+            MethodArg::Head => Method::Head,
+        };
+        c.headers = self.headers.clone();
+        if let Some(path) = &self.mix {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("--mix {}: {e}", path.display()))?;
+            c.mix = crate::mix::parse_mix(&text, &c.target)?;
+        }
+        c.timeout = self.timeout.unwrap_or(defaults::TIMEOUT);
+        c.seed = self.seed.unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+        });
+        c.conforming_kbits = self.conforming;
+        c.progress = !self.quiet;
+        c.validate()?;
+        Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<LoadArgs, String> {
+        LoadArgs::parse_from(std::iter::once("load").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("10").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
+        assert!(parse_duration("x").is_err());
+        assert!(parse_duration("5 parsecs").is_err());
+        assert_eq!(parse_mean_sd("8,3").unwrap(), (8.0, 3.0));
+        assert!(parse_mean_sd("8").is_err());
+    }
+
+    #[test]
+    fn url_or_fileset() {
+        let a = parse(&["http://127.0.0.1:1/", "-c", "10", "-n", "1000"]).unwrap();
+        assert!(a.command.is_none());
+        let c = a.to_config().unwrap();
+        assert_eq!(c.connections, 10);
+        assert_eq!(c.requests, Some(1000));
+        assert_eq!(c.duration, None);
+        assert_eq!(c.mode, Mode::Closed);
+        let a = parse(&["fileset", "/tmp/x", "--dirs", "2"]).unwrap();
+        match a.command {
+            Some(LoadCommand::Fileset(f)) => assert_eq!(f.dirs, 2),
+            None => panic!("no subcommand"),
+        }
+        assert!(parse(&[]).is_err());
+        assert!(parse(&["fileset", "/tmp/x", "-c", "3"]).is_err());
+    }
+
+    #[test]
+    fn modes_and_defaults() {
+        let c = parse(&["http://127.0.0.1:1/"])
+            .unwrap()
+            .to_config()
+            .unwrap();
+        assert_eq!(c.duration, Some(Duration::from_secs(10)));
+        assert_eq!(c.timeout, Duration::from_secs(15));
+        let c = parse(&[
+            "http://127.0.0.1:1/",
+            "--rate",
+            "100",
+            "--arrival",
+            "poisson",
+        ])
+        .unwrap()
+        .to_config()
+        .unwrap();
+        assert_eq!(
+            c.mode,
+            Mode::Open {
+                rate: 100.0,
+                poisson: true
+            }
+        );
+        let c = parse(&[
+            "http://127.0.0.1:1/",
+            "--workload",
+            "wagon",
+            "--think-scale",
+            "0.01",
+            "--burst-length",
+            "3,1",
+            "--seed",
+            "7",
+        ])
+        .unwrap()
+        .to_config()
+        .unwrap();
+        match c.mode {
+            Mode::Wagon(p) => {
+                assert_eq!(p.think_scale, 0.01);
+                assert_eq!(p.burst_length, (3.0, 1.0));
+                assert_eq!(p.session_length, (8.0, 3.0));
+            }
+            m => panic!("{m:?}"),
+        }
+        assert_eq!(c.connections, 100);
+        assert_eq!(c.seed, 7);
+        let bad = |args: &[&str]| parse(args).unwrap().to_config().is_err();
+        assert!(bad(&["http://127.0.0.1:1/", "--think-scale", "0.1"]));
+        assert!(bad(&[
+            "http://127.0.0.1:1/",
+            "--workload",
+            "wagon",
+            "--rate",
+            "5"
+        ]));
+        assert!(bad(&["http://10.1.1.1/"]));
+        assert!(bad(&["http://127.0.0.1:1/", "--no-keepalive", "-p", "2"]));
+        assert!(bad(&["http://127.0.0.1:1/", "-c", "0"]));
+    }
+}

@@ -1,0 +1,360 @@
+//! One connection's side of a worker: opening it, writing requests (buffering what the
+//! socket does not take), reading and framing responses, and every way it can end (complete,
+//! re-sent, failed by kind, timed out). Split from `worker.rs`, which keeps the event loop
+//! and the run's bookkeeping, so that each file stays readable on its own.
+
+use crate::net;
+use crate::response::{Eof, Parser, Response};
+use crate::stats::ErrorKind;
+use crate::worker::Worker;
+use rustix::fd::OwnedFd;
+use rustix::io::Errno;
+use std::collections::VecDeque;
+
+/// A request handed to a connection and not yet answered.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Flight {
+    /// When it was handed over (connect time included for a fresh connection).
+    pub sent: u64,
+    /// When it should have started: latency counts from here.
+    pub intended: u64,
+}
+
+#[derive(Default)]
+pub(crate) struct Conn {
+    pub fd: Option<OwnedFd>,
+    pub connecting: bool,
+    pub want_write: bool,
+    pub connect_start: u64,
+    /// At least one response arrived on this TCP connection.
+    pub reused: bool,
+    pub flights: VecDeque<Flight>,
+    pub out: Vec<u8>,
+    pub out_pos: usize,
+    pub parser: Parser,
+    /// Bytes received and time with requests outstanding, for the bit rate (conforming).
+    pub slot_bytes: u64,
+    pub busy_ns: u64,
+    pub busy_since: u64,
+    /// Open loop: in the idle stack. WAGON: carrying a burst.
+    pub queued: bool,
+    pub session: u32,
+    pub burst_left: u32,
+    pub burst_sent: u32,
+    /// WAGON: a request of the current burst failed.
+    pub failed: bool,
+    pub burst_intended: u64,
+}
+
+impl Worker<'_> {
+    /// Opens the connection of slot `ci`. False (and the error counted) when it fails.
+    pub(crate) fn open(&mut self, ci: usize) -> bool {
+        self.stats.connects += 1;
+        let token = ci as u64;
+        let (fd, pending) = match net::connect(&self.cfg.target.addr) {
+            Ok(net::Connect::Done(fd)) => (fd, false),
+            Ok(net::Connect::Pending(fd)) => (fd, true),
+            Err(_) => return false,
+        };
+        if self.poller.add(&fd, token, pending).is_err() {
+            return false;
+        }
+        let c = &mut self.conns[ci];
+        c.fd = Some(fd);
+        c.connecting = pending;
+        c.want_write = pending;
+        c.connect_start = self.now;
+        c.reused = false;
+        true
+    }
+
+    /// Hands request `req` (intended at `intended`) to slot `ci`, connecting first if needed.
+    /// Returns false when the connection failed (errors counted, slot closed).
+    pub(crate) fn submit(&mut self, ci: usize, intended: u64, req: u32, scheduled: bool) -> bool {
+        self.stats.issued += 1;
+        if self.conns[ci].fd.is_none() && !self.open(ci) {
+            self.stats.error(self.now, ErrorKind::Connect, 1);
+            self.mark_failed(ci);
+            self.closed(ci);
+            return false;
+        }
+        if scheduled {
+            self.stats.lag(self.now.saturating_sub(intended));
+        }
+        let now = self.now;
+        let reqs = self.reqs;
+        let bytes = &reqs.bytes[req as usize];
+        self.inflight += 1;
+        let c = &mut self.conns[ci];
+        if c.flights.is_empty() {
+            c.busy_since = now;
+        }
+        c.flights.push_back(Flight {
+            sent: now,
+            intended,
+        });
+        if c.connecting || c.out_pos < c.out.len() {
+            c.out.extend_from_slice(bytes);
+            return true;
+        }
+        match net::write(c.fd.as_ref().unwrap(), bytes) {
+            Ok(n) if n == bytes.len() => true,
+            Ok(n) => {
+                c.out.extend_from_slice(&bytes[n..]);
+                self.want_write(ci, true)
+            }
+            Err(Errno::AGAIN) => {
+                c.out.extend_from_slice(bytes);
+                self.want_write(ci, true)
+            }
+            Err(_) => {
+                self.broken(ci);
+                false
+            }
+        }
+    }
+
+    pub(crate) fn want_write(&mut self, ci: usize, on: bool) -> bool {
+        let c = &mut self.conns[ci];
+        if c.want_write == on {
+            return true;
+        }
+        c.want_write = on;
+        let fd = c.fd.as_ref().unwrap();
+        if self.poller.modify(fd, ci as u64, on).is_err() {
+            self.fail(ci, ErrorKind::Reset);
+            return false;
+        }
+        true
+    }
+
+    pub(crate) fn flush(&mut self, ci: usize) {
+        let c = &mut self.conns[ci];
+        if c.connecting {
+            return;
+        }
+        while c.out_pos < c.out.len() {
+            match net::write(c.fd.as_ref().unwrap(), &c.out[c.out_pos..]) {
+                Ok(n) => c.out_pos += n,
+                Err(Errno::AGAIN) => {
+                    self.want_write(ci, true);
+                    return;
+                }
+                Err(_) => {
+                    self.broken(ci);
+                    return;
+                }
+            }
+        }
+        c.out.clear();
+        c.out_pos = 0;
+        self.want_write(ci, false);
+    }
+
+    pub(crate) fn on_readable(&mut self, ci: usize) {
+        let mut buf = std::mem::take(&mut self.buf);
+        while let Some(fd) = self.conns[ci].fd.as_ref() {
+            match net::read(fd, &mut buf) {
+                Ok(0) => {
+                    self.now = self.clock();
+                    self.on_eof(ci);
+                    break;
+                }
+                Ok(n) => {
+                    self.now = self.clock();
+                    if !self.on_data(ci, &buf[..n]) || n < buf.len() {
+                        break;
+                    }
+                }
+                Err(Errno::AGAIN) => break,
+                Err(_) => {
+                    self.now = self.clock();
+                    self.broken(ci);
+                    break;
+                }
+            }
+        }
+        self.buf = buf;
+        if self.conns[ci].fd.is_some() {
+            self.refill(ci);
+        }
+    }
+
+    /// Feeds received bytes to the parser; false once the connection is closed.
+    pub(crate) fn on_data(&mut self, ci: usize, data: &[u8]) -> bool {
+        let head = self.reqs.head;
+        let mut off = 0;
+        while off < data.len() {
+            let c = &mut self.conns[ci];
+            if c.flights.is_empty() {
+                // Bytes nobody asked for: the stream cannot be trusted any more.
+                self.stats.error(self.now, ErrorKind::Parse, 1);
+                self.close(ci);
+                self.closed(ci);
+                return false;
+            }
+            match c.parser.feed(&data[off..], head) {
+                Ok((n, done)) => {
+                    off += n;
+                    if let Some(r) = done {
+                        self.complete(ci, r);
+                        if r.close || !self.cfg.keepalive {
+                            self.requeue(ci);
+                            self.close(ci);
+                            self.closed(ci);
+                            return false;
+                        }
+                    }
+                }
+                Err(_) => {
+                    self.fail(ci, ErrorKind::Parse);
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    pub(crate) fn complete(&mut self, ci: usize, r: Response) {
+        let now = self.now;
+        let c = &mut self.conns[ci];
+        let f = c.flights.pop_front().expect("a response without a request");
+        c.reused = true;
+        c.slot_bytes += r.bytes;
+        if c.flights.is_empty() {
+            c.busy_ns += now.saturating_sub(c.busy_since);
+        }
+        self.inflight -= 1;
+        self.stats
+            .response(now, now.saturating_sub(f.intended), r.status, r.bytes);
+    }
+
+    /// The connection broke (reset, or a write failed). A reused keep-alive connection that
+    /// the server closed before answering anything is not the request's fault: send again,
+    /// as HTTP clients do. Otherwise the requests failed.
+    pub(crate) fn broken(&mut self, ci: usize) {
+        let c = &self.conns[ci];
+        if c.reused && !c.parser.in_progress() {
+            self.requeue(ci);
+            self.close(ci);
+            self.closed(ci);
+        } else {
+            self.fail(ci, ErrorKind::Reset);
+        }
+    }
+
+    pub(crate) fn on_eof(&mut self, ci: usize) {
+        let c = &mut self.conns[ci];
+        let (eof, idle, reused) = (c.parser.eof(), c.flights.is_empty(), c.reused);
+        match eof {
+            Eof::Complete(r) => {
+                self.complete(ci, r);
+                self.requeue(ci);
+            }
+            Eof::Clean if idle => {}
+            // A keep-alive connection the server closed as we reused it: send again.
+            Eof::Clean if reused => self.requeue(ci),
+            Eof::Clean | Eof::InHead => {
+                self.fail(ci, ErrorKind::Reset);
+                return;
+            }
+            Eof::ShortBody => {
+                self.drop_front(ci, ErrorKind::ShortBody);
+                self.fail(ci, ErrorKind::Reset);
+                return;
+            }
+        }
+        self.close(ci);
+        self.closed(ci);
+    }
+
+    /// Counts the oldest request of `ci` as failed with `kind`.
+    pub(crate) fn drop_front(&mut self, ci: usize, kind: ErrorKind) {
+        if self.conns[ci].flights.pop_front().is_some() {
+            self.inflight -= 1;
+            self.stats.error(self.now, kind, 1);
+        }
+    }
+
+    /// Puts the unanswered requests of `ci` back to be sent again.
+    pub(crate) fn requeue(&mut self, ci: usize) {
+        let now = self.now;
+        let c = &mut self.conns[ci];
+        if c.flights.is_empty() {
+            return;
+        }
+        c.busy_ns += now.saturating_sub(c.busy_since);
+        let n = c.flights.len() as u64;
+        self.inflight -= n;
+        self.stats.issued -= n;
+        self.stats.retried += n;
+        if matches!(self.mode, crate::modes::ModeState::Wagon(_)) {
+            c.burst_left += n as u32;
+            c.flights.clear();
+        } else {
+            self.retry.extend(c.flights.drain(..).map(|f| f.intended));
+        }
+    }
+
+    /// Every outstanding request of `ci` fails with `kind`; the connection is closed.
+    pub(crate) fn fail(&mut self, ci: usize, kind: ErrorKind) {
+        let now = self.now;
+        let c = &mut self.conns[ci];
+        let n = c.flights.len() as u64;
+        if n > 0 {
+            c.busy_ns += now.saturating_sub(c.busy_since);
+            c.flights.clear();
+        }
+        self.inflight -= n;
+        self.stats.error(now, kind, n);
+        self.close(ci);
+        self.mark_failed(ci);
+        self.closed(ci);
+    }
+
+    /// Closes the socket of `ci` (closing also removes it from the epoll set).
+    pub(crate) fn close(&mut self, ci: usize) {
+        let c = &mut self.conns[ci];
+        c.fd = None;
+        c.connecting = false;
+        c.want_write = false;
+        c.out.clear();
+        c.out_pos = 0;
+        c.parser.reset();
+        c.reused = false;
+    }
+
+    pub(crate) fn scan_timeouts(&mut self) {
+        for ci in 0..self.conns.len() {
+            let c = &self.conns[ci];
+            if c.fd.is_none() {
+                continue;
+            }
+            let since = match c.flights.front() {
+                _ if c.connecting => c.connect_start,
+                Some(f) => f.sent,
+                None => continue,
+            };
+            if self.now.saturating_sub(since) >= self.timeout_ns {
+                self.fail(ci, ErrorKind::Timeout);
+            }
+        }
+    }
+
+    /// Per-connection bit rate over its busy time, for `--conforming`.
+    pub(crate) fn record_rate(&mut self, ci: usize) {
+        let now = self.now;
+        let c = &mut self.conns[ci];
+        let mut busy = c.busy_ns;
+        if !c.flights.is_empty() {
+            busy += now.saturating_sub(c.busy_since);
+        }
+        if c.slot_bytes > 0 && busy > 0 {
+            self.stats
+                .conn_rates
+                .push(c.slot_bytes as f64 * 8.0 / (busy as f64 / 1e9));
+        }
+        c.slot_bytes = 0;
+        c.busy_ns = 0;
+    }
+}
