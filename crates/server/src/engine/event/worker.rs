@@ -1,11 +1,14 @@
 //! One event loop of the event engine: its epoll set, its connections, and the I/O that
 //! drives them (edge-triggered reads and writes, back-pressure, lingering close, the timer
 //! sweep). A loop told to retire stops accepting and hands every connection, whole, to a
-//! surviving loop, so shrinking the engine closes nothing.
+//! surviving loop, so shrinking the engine closes nothing. A connection with a dynamic
+//! request goes, whole, to the dynamic pool (`to_dynamic`), which runs the blocking
+//! exchange and hands it back to its loop's mailbox (`run_dynamic`).
 
 use super::{Mailbox, Registry};
 use crate::control::Shared;
 use crate::defaults::READ_BUF;
+use crate::dynamic::pool::Pool;
 use crate::engine::blocking::unix_now;
 use crate::output::{Batch, Flushed};
 use crate::service::Service;
@@ -55,6 +58,56 @@ pub(super) struct Worker {
     batch: Batch,
     w: WorkerCtx,
     accepting: bool,
+    dynamic: Arc<Pool<Dynamic>>,
+}
+
+/// A connection away in the dynamic pool, and the loop it came from.
+pub(super) struct Dynamic {
+    conn: Connection,
+    home: Arc<Mailbox>,
+    registry: Arc<Registry>,
+    shared: Arc<Shared>,
+    id: usize,
+}
+
+/// Dynamic-pool side: finish output queued before the dynamic request, run the exchange
+/// (blocking), then give the connection back to its loop (or, if that loop retired
+/// meanwhile, to a survivor), which resumes it with any pipelined input.
+pub(super) fn run_dynamic(d: Dynamic, w: &mut WorkerCtx) {
+    let Dynamic {
+        mut conn,
+        home,
+        registry,
+        shared,
+        id,
+    } = d;
+    let shared = &*shared;
+    let c = &mut conn;
+    if c.pending.is_empty()
+        || crate::dynamic::io::write_all(
+            c.fd.as_fd(),
+            &mut c.pending,
+            c.session.send_timeout_ms,
+            shared,
+        )
+    {
+        let mut input = std::mem::take(&mut c.session.inbuf);
+        crate::dynamic::exchange(c.fd.as_fd(), &mut c.session, &mut input, shared, w);
+        c.session.inbuf = input;
+    } else {
+        c.session.close_after_write = true;
+    }
+    c.read_stalled = true;
+    let dest = match home.retire.load(Ordering::SeqCst) {
+        true => registry.heir(id).unwrap_or_else(|| home.clone()),
+        false => home.clone(),
+    };
+    dest.conns
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(conn);
+    dest.wake();
+    home.away.fetch_sub(1, Ordering::SeqCst);
 }
 
 impl Worker {
@@ -63,6 +116,7 @@ impl Worker {
         listener: Arc<TcpListener>,
         shared: Arc<Shared>,
         registry: Arc<Registry>,
+        dynamic: Arc<Pool<Dynamic>>,
     ) -> std::io::Result<Worker> {
         let epoll = epoll::create(epoll::CreateFlags::CLOEXEC)?;
         epoll::add(
@@ -98,6 +152,7 @@ impl Worker {
             accepting: true,
             mailbox,
             registry,
+            dynamic,
         })
     }
 
@@ -181,6 +236,35 @@ impl Worker {
         true
     }
 
+    /// A dynamic request: the connection leaves this loop (an exchange blocks) for the
+    /// dynamic pool, with its queued output and unread input; 503 if the pool is full.
+    fn to_dynamic(&mut self, k: usize) {
+        let c = self.conns.remove(k);
+        let _ = epoll::delete(&self.epoll, c.fd.as_fd());
+        self.mailbox.away.fetch_add(1, Ordering::SeqCst);
+        let d = Dynamic {
+            conn: c,
+            home: self.mailbox.clone(),
+            registry: self.registry.clone(),
+            shared: self.shared.clone(),
+            id: self.id,
+        };
+        if let Err(d) = self.dynamic.submit(d) {
+            self.mailbox.away.fetch_sub(1, Ordering::SeqCst);
+            let mut c = d.conn;
+            tracing::warn!(worker = self.id, "dynamic pool full: 503");
+            c.session.refuse_dynamic(503, &mut self.w, &mut self.batch);
+            self.batch.move_into(&mut c.pending);
+            let entry = self.conns.vacant_entry();
+            let token = entry.key() as u64;
+            let flags = EventFlags::IN | EventFlags::OUT | EventFlags::RDHUP | EventFlags::ET;
+            if epoll::add(&self.epoll, c.fd.as_fd(), EventData::new_u64(token), flags).is_ok() {
+                c.deadline_ms = self.w.now_ms + c.session.send_timeout_ms;
+                entry.insert(c);
+            }
+        }
+    }
+
     /// Take over connections handed to this loop; edge-triggered registration reports their
     /// current readiness, so nothing already pending is missed.
     fn adopt(&mut self) {
@@ -191,7 +275,12 @@ impl Worker {
             let token = entry.key() as u64;
             let flags = EventFlags::IN | EventFlags::OUT | EventFlags::RDHUP | EventFlags::ET;
             if epoll::add(&self.epoll, c.fd.as_fd(), EventData::new_u64(token), flags).is_ok() {
+                let close = c.session.close_after_write && c.pending.is_empty() && !c.lingering;
                 entry.insert(c);
+                if close {
+                    // Back from a dynamic exchange that ended the connection.
+                    self.begin_close(token as usize);
+                }
             }
         }
     }
@@ -217,7 +306,7 @@ impl Worker {
         for k in idle {
             self.close(k);
         }
-        self.conns.is_empty()
+        (self.conns.is_empty() && self.mailbox.away.load(Ordering::SeqCst) == 0)
             || self.w.now_ms >= self.shared.drain_deadline_ms.load(Ordering::SeqCst)
     }
 
@@ -408,6 +497,10 @@ impl Worker {
                 }
                 Stop::NeedInput => return true,
                 Stop::OutputFull => stop = self.process_kept(k, svc),
+                Stop::Dynamic => {
+                    self.to_dynamic(k);
+                    return false;
+                }
             }
         }
     }
