@@ -5,11 +5,14 @@
 
 mod client;
 mod date;
+mod procs;
 
 #[allow(unused_imports)]
 pub use client::*;
 #[allow(unused_imports)]
 pub use date::*;
+#[allow(unused_imports)]
+pub use procs::*;
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;

@@ -340,6 +340,11 @@ impl Cgi {
                 }
             }
         }
+        // Output that ended because the body failed is cut short: no final chunk, so the
+        // client cannot take it for a complete answer.
+        if feed.load(Ordering::SeqCst) > FEED_DONE {
+            out.broken = true;
+        }
         out.finish();
         Served::Done(out.outcome())
     }
