@@ -133,7 +133,7 @@ impl<'a> BodyIn<'a> {
     }
 
     /// The next piece of the decoded body, or None at its end.
-    pub fn next(&mut self) -> Result<Option<&[u8]>, BodyFail> {
+    pub fn next_piece(&mut self) -> Result<Option<&[u8]>, BodyFail> {
         if self.done {
             return Ok(None);
         }
@@ -176,7 +176,7 @@ impl<'a> BodyIn<'a> {
 
     /// Read everything that is left and drop it (keeps the connection in sync).
     pub fn discard(&mut self) -> Result<(), BodyFail> {
-        while self.next()?.is_some() {}
+        while self.next_piece()?.is_some() {}
         Ok(())
     }
 

@@ -118,7 +118,7 @@ impl Cgi {
             }
             prefix_len += 1;
         }
-        self.dirs.iter().any(|d| m.rel == *d)
+        self.dirs.contains(&m.rel)
     }
 
     /// `rel` (a path below the root) may be a script: strictly inside a script directory
@@ -181,11 +181,7 @@ impl Cgi {
             });
         }
         // A script directory itself, or a path with no script file in it.
-        Err(if self.dirs.iter().any(|d| m.rel == *d) {
-            403
-        } else {
-            404
-        })
+        Err(if self.dirs.contains(&m.rel) { 403 } else { 404 })
     }
 
     /// Run the script for `head`, streaming `body` to it and its answer to `out`.
@@ -361,7 +357,7 @@ fn feed_body(
 ) {
     let mut open = true;
     loop {
-        match body.next() {
+        match body.next_piece() {
             Ok(Some(data)) => {
                 if open && stdin.write_all(data).is_err() {
                     open = false;

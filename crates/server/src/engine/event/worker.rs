@@ -2,7 +2,7 @@
 //! drives them (edge-triggered reads and writes, back-pressure, lingering close, the timer
 //! sweep). A loop told to retire stops accepting and hands every connection, whole, to a
 //! surviving loop, so shrinking the engine closes nothing. A connection with a dynamic
-//! request goes, whole, to the dynamic pool (`to_dynamic`), which runs the blocking
+//! request goes, whole, to the dynamic pool (`hand_to_dynamic`), which runs the blocking
 //! exchange and hands it back to its loop's mailbox (`run_dynamic`).
 
 use super::{Mailbox, Registry};
@@ -423,7 +423,7 @@ impl Worker {
                 Stop::NeedInput => return true,
                 Stop::OutputFull => stop = self.process_kept(k, svc),
                 Stop::Dynamic => {
-                    self.to_dynamic(k);
+                    self.hand_to_dynamic(k);
                     return false;
                 }
             }

@@ -63,7 +63,7 @@ pub(in crate::engine::event) fn run_dynamic(d: Dynamic, w: &mut WorkerCtx) {
 impl Worker {
     /// A dynamic request: the connection leaves this loop (an exchange blocks) for the
     /// dynamic pool, with its queued output and unread input; 503 if the pool is full.
-    pub(super) fn to_dynamic(&mut self, k: usize) {
+    pub(super) fn hand_to_dynamic(&mut self, k: usize) {
         let c = self.conns.remove(k);
         let _ = epoll::delete(&self.epoll, c.fd.as_fd());
         self.mailbox.away.fetch_add(1, Ordering::SeqCst);
