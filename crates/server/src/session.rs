@@ -79,8 +79,9 @@ pub struct Session {
     pub close_after_write: bool,
     /// Head bytes of a request whose body is still arriving.
     deferred: Option<Vec<u8>>,
-    /// A dynamic request reported with `Stop::Dynamic`, waiting for its exchange.
-    dynamic: Option<DynamicRequest>,
+    /// A dynamic request reported with `Stop::Dynamic`, waiting for its exchange (boxed:
+    /// every idle connection carries this field).
+    dynamic: Option<Box<DynamicRequest>>,
 }
 
 /// What a dynamic exchange needs from the session besides the socket and the input that
@@ -206,10 +207,10 @@ impl Session {
                 Event::NeedMore => return (pos, Stop::NeedInput),
                 Event::BodyData(_) => {}
                 Event::Head(head) if svc.is_dynamic(&head) => {
-                    self.dynamic = Some(DynamicRequest {
+                    self.dynamic = Some(Box::new(DynamicRequest {
                         head: input[pos - n..pos].to_vec(),
                         seen: self.current(),
-                    });
+                    }));
                     return (pos, Stop::Dynamic);
                 }
                 Event::Head(head) if head.framing != Framing::None => {
@@ -267,10 +268,10 @@ impl Session {
                 Event::BodyData(_) => {}
                 Event::Head(head) if svc.is_dynamic(&head) => {
                     // Answer what was framed before it, then run the exchange.
-                    self.dynamic = Some(DynamicRequest {
+                    self.dynamic = Some(Box::new(DynamicRequest {
                         head: input[pos - n..pos].to_vec(),
                         seen: self.current(),
-                    });
+                    }));
                     return (pos, Stop::Dynamic);
                 }
                 Event::Head(head) if head.framing != Framing::None => {
@@ -358,7 +359,7 @@ impl Session {
 
     /// The dynamic request reported by the last `Stop::Dynamic`.
     pub fn take_dynamic(&mut self) -> Option<DynamicRequest> {
-        self.dynamic.take()
+        self.dynamic.take().map(|d| *d)
     }
 
     /// Refuse the reported dynamic request with `status` (e.g. 503 when no thread can take

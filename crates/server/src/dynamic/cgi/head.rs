@@ -136,7 +136,7 @@ mod tests {
     #[test]
     fn document_with_lf_lines() {
         let (n, status, fields, len) = doc(parse(b"Content-Type: text/plain\nX-A: 1\n\nbody"));
-        assert_eq!((n, status, len), (34, 200, None));
+        assert_eq!((n, status, len), (33, 200, None));
         assert_eq!(
             fields,
             vec![
