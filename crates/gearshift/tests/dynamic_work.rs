@@ -133,3 +133,31 @@ fn slow_work_does_not_block_other_connections() {
         "static finished before the slow request"
     );
 }
+
+#[test]
+fn full_dynamic_pool_answers_503() {
+    // Only the event engine has the pool; blocking engines run exchanges on their workers.
+    if std::env::var("GEARSHIFT_TEST_ENGINE").is_ok_and(|e| e != "event") {
+        return;
+    }
+    let s = work_server("[dynamic]\nthreads = 1\nqueue = 1\n");
+    let addr = s.addr;
+    // One request runs, one waits in the queue; the third finds the queue full.
+    let slow: Vec<_> = (0..2)
+        .map(|_| {
+            let t = std::thread::spawn(move || {
+                let mut c = Conn::open(addr);
+                c.send(&req("GET", "/_work?sleep_ms=1500", &[]));
+                c.response().status
+            });
+            std::thread::sleep(Duration::from_millis(200));
+            t
+        })
+        .collect();
+    let r = s.get("/_work?bytes=1");
+    assert_eq!(r.status, 503, "{}", show(&r.raw_head));
+    for t in slow {
+        assert_eq!(t.join().unwrap(), 200);
+    }
+    assert_eq!(s.get("/_work?bytes=1").status, 200, "room again");
+}

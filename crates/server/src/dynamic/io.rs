@@ -137,14 +137,7 @@ impl<'a> BodyIn<'a> {
         if self.done {
             return Ok(None);
         }
-        if self.continue_due {
-            self.continue_due = false;
-            let mut b = Batch::default();
-            b.push_bytes(gearshift_http::response::CONTINUE);
-            if !write_all(self.fd, &mut b, self.send_ms, self.shared) {
-                return Err(BodyFail::Gone);
-            }
-        }
+        self.send_continue()?;
         loop {
             // Poll even with no new input: the decoder reports the end of the body (after
             // the last data) on the poll that follows.
@@ -172,6 +165,21 @@ impl<'a> BodyIn<'a> {
             }
             self.fill()?;
         }
+    }
+
+    /// Answer `Expect: 100-continue` now if it is due (the first read does it otherwise).
+    /// A handler reading the body on another thread calls this first, so the interim
+    /// answer cannot interleave with the response written by this one.
+    pub fn send_continue(&mut self) -> Result<(), BodyFail> {
+        if self.continue_due {
+            self.continue_due = false;
+            let mut b = Batch::default();
+            b.push_bytes(gearshift_http::response::CONTINUE);
+            if !write_all(self.fd, &mut b, self.send_ms, self.shared) {
+                return Err(BodyFail::Gone);
+            }
+        }
+        Ok(())
     }
 
     /// Read everything that is left and drop it (keeps the connection in sync).

@@ -62,6 +62,7 @@ pub fn exchange(
     };
     w.now_ms = shared.now_ms();
     w.date.update(unix_now());
+    w.draining |= shared.draining.load(std::sync::atomic::Ordering::SeqCst);
     let svc = shared.service.load_full();
     w.sync_log(&svc);
     let peers = Peers {

@@ -228,7 +228,7 @@ impl Cgi {
         });
         let drain_at = out.drain_in().map(|d| Instant::now() + d);
         std::thread::scope(|s| {
-            if body.is_done() {
+            if body.is_done() || body.send_continue().is_err() {
                 drop(stdin);
             } else {
                 let (group, feed) = (running.group.clone(), &feed);
