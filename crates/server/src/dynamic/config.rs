@@ -95,3 +95,50 @@ pub fn validate(dynamic: &DynamicConfig, cgi: &CgiConfig, work: &WorkConfig) -> 
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::config::Config;
+
+    #[test]
+    fn sections_parse_and_bad_values_name_the_option() {
+        let c = Config::from_toml(
+            "[cgi]\ndirs = [\"/cgi-bin\"]\nextensions = [\".cgi\"]\n[work]\nenabled = true\n[dynamic]\nthreads = 4\n",
+        )
+        .unwrap();
+        assert_eq!(
+            (c.cgi.dirs.len(), c.work.enabled, c.dynamic.threads),
+            (1, true, 4)
+        );
+        let e = Config::from_toml("[cgi]\ntimeout = 5\n").unwrap_err();
+        assert!(e.contains("timeout") && !e.contains('\n'), "{e}");
+        let base = Config {
+            root: std::env::temp_dir(),
+            ..Config::default()
+        };
+        for (edit, name) in [
+            (
+                &(|c: &mut Config| c.cgi.dirs = vec!["cgi-bin".into()]) as &dyn Fn(&mut Config),
+                "cgi.dirs",
+            ),
+            (
+                &|c: &mut Config| c.cgi.dirs = vec!["/a/../b".into()],
+                "cgi.dirs",
+            ),
+            (
+                &|c: &mut Config| c.cgi.extensions = vec!["cgi".into()],
+                "cgi.extensions",
+            ),
+            (
+                &|c: &mut Config| c.cgi.max_processes = 0,
+                "cgi.max_processes",
+            ),
+            (&|c: &mut Config| c.dynamic.queue = 0, "dynamic.queue"),
+            (&|c: &mut Config| c.work.path = "/w?x".into(), "work.path"),
+        ] {
+            let mut c = base.clone();
+            edit(&mut c);
+            assert!(c.validate().unwrap_err().starts_with(name), "{name}");
+        }
+    }
+}

@@ -433,3 +433,7 @@ impl<'a> Out<'a> {
         !self.broken
     }
 }
+
+#[cfg(test)]
+#[path = "io_tests.rs"]
+mod tests;
