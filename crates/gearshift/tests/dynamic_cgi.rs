@@ -392,3 +392,34 @@ fn work_cgi_example_runs() {
     assert!(r.text().contains("sleep_ms"), "{}", r.text());
     assert_no_children(s.pid(), "work.cgi");
 }
+
+#[test]
+fn shutdown_ends_running_scripts() {
+    let root = standard_docroot();
+    let p = root.write("cgi-bin/hang.sh", "#!/bin/sh\nsleep 30\n");
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (cfg, path) = config_file(
+        "listen = \"127.0.0.1:0\"\nshutdown_timeout_ms = 1000\n[cgi]\ndirs = [\"/cgi-bin\"]\n",
+    );
+    let mut s = serve(root, &["--config", &path]);
+    s.keep.push(cfg);
+    let mut c = s.conn();
+    c.send(&req("GET", "/cgi-bin/hang.sh", &[]));
+    let scripts = poll(Duration::from_secs(5), || {
+        Some(children_of(s.pid())).filter(|c| !c.is_empty())
+    })
+    .expect("script started");
+    s.signal(libc::SIGTERM);
+    assert!(
+        s.wait_exit(Duration::from_secs(8)).is_some(),
+        "server exits after its drain time"
+    );
+    for pid in scripts {
+        // Reaped by the server before it exited: the pid is gone (or reused by another
+        // process that is not a child of ours).
+        let alive = std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
+            .map(|c| c.contains("hang.sh"))
+            .unwrap_or(false);
+        assert!(!alive, "script {pid} outlived the server");
+    }
+}

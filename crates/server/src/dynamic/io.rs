@@ -281,11 +281,9 @@ impl<'a> Out<'a> {
         self.fd
     }
 
-    /// Time left before the server's drain deadline, if it is shutting down.
-    pub fn drain_in(&self) -> Option<std::time::Duration> {
-        let d = self.shared.drain_deadline_ms.load(Ordering::SeqCst);
-        (d != u64::MAX)
-            .then(|| std::time::Duration::from_millis(d.saturating_sub(self.shared.now_ms())))
+    /// The server state (clock, drain deadline) the exchange runs under.
+    pub fn shared(&self) -> &'a Shared {
+        self.shared
     }
 
     /// The response head has been queued (errors can no longer be answered with a status).

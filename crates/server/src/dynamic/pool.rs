@@ -84,10 +84,16 @@ impl<T: Send + 'static> Pool<T> {
         Ok(())
     }
 
-    /// Let the threads finish the queued jobs and exit.
-    pub fn stop(&self) {
+    /// Let the threads finish the queued items and exit; wait for that at most `limit`
+    /// (exchanges end by the drain deadline, and a CGI exchange reaps its script as it
+    /// ends, so waiting here keeps the process from exiting with a script unreaped).
+    pub fn stop(&self, limit: Duration) {
         self.lock().stop = true;
         self.ready.notify_all();
+        let until = std::time::Instant::now() + limit;
+        while self.lock().alive > 0 && std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 
     fn run(&self) {
@@ -169,6 +175,7 @@ mod tests {
             std::thread::sleep(Duration::from_millis(5));
         }
         assert_eq!(done.load(Ordering::SeqCst), 11);
-        pool.stop();
+        pool.stop(Duration::from_secs(5));
+        assert_eq!(pool.lock().alive, 0, "threads exit on stop");
     }
 }

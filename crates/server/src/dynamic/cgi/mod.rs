@@ -32,7 +32,6 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
 
 /// Bytes read from a script's stdout at a time.
 const READ_CHUNK: usize = 64 * 1024;
@@ -226,7 +225,6 @@ impl Cgi {
         } else {
             FEED_RUNNING
         });
-        let drain_at = out.drain_in().map(|d| Instant::now() + d);
         std::thread::scope(|s| {
             if body.is_done() || body.send_continue().is_err() {
                 drop(stdin);
@@ -235,7 +233,7 @@ impl Cgi {
                 let body = &mut *body;
                 s.spawn(move || feed_body(body, stdin, &group, feed));
             }
-            let served = self.respond(&mut running, head, out, &feed, drain_at);
+            let served = self.respond(&mut running, head, out, &feed);
             if matches!(served, Served::Done(_)) && out.broken {
                 running.kill();
             }
@@ -253,11 +251,17 @@ impl Cgi {
         head: &RequestHead,
         out: &mut Out,
         feed: &AtomicU16,
-        drain_at: Option<Instant>,
     ) -> Served {
         let mut buf = Vec::with_capacity(4096);
         let mut chunk = vec![0u8; READ_CHUNK];
         let client = out.fd();
+        let shared = out.shared();
+        let past_drain = || {
+            shared.now_ms()
+                >= shared
+                    .drain_deadline_ms
+                    .load(std::sync::atomic::Ordering::SeqCst)
+        };
         let (hlen, kind) = loop {
             match head::parse(&buf) {
                 Parsed::Done(n, kind) => break (n, kind),
@@ -274,7 +278,7 @@ impl Cgi {
                 Parsed::Partial => {}
             }
             let watch = (feed.load(Ordering::SeqCst) == FEED_DONE).then_some(client);
-            match running.read(&mut chunk, self.timeout_ms, drain_at, watch) {
+            match running.read(&mut chunk, self.timeout_ms, &past_drain, watch) {
                 Ok(0) => {
                     running.kill();
                     return Served::Done(match feed.load(Ordering::SeqCst) {
@@ -320,7 +324,7 @@ impl Cgi {
         drop(buf);
         loop {
             let watch = (feed.load(Ordering::SeqCst) == FEED_DONE).then_some(client);
-            match running.read(&mut chunk, self.timeout_ms, drain_at, watch) {
+            match running.read(&mut chunk, self.timeout_ms, &past_drain, watch) {
                 Ok(0) => break,
                 Ok(n) => {
                     if !out.body(&chunk[..n]) {

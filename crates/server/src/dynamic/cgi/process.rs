@@ -100,18 +100,18 @@ impl Running {
         self.group.kill();
     }
 
-    /// Read output into `buf`; Ok(0) at its end. Waits at most `timeout_ms` for output and
-    /// until `drain_deadline` (monotonic instant of the server's shutdown, if any); while
-    /// waiting, stderr is logged and `client` (when given) is watched for a hang-up.
+    /// Read output into `buf`; Ok(0) at its end. Waits at most `timeout_ms` for output, and
+    /// gives up once `past_drain()` says the server's drain deadline has passed (checked at
+    /// every tick, since shutdown may begin while waiting); while waiting, stderr is logged
+    /// and `client` (when given) is watched for a hang-up.
     pub fn read(
         &mut self,
         buf: &mut [u8],
         timeout_ms: u64,
-        drain_deadline: Option<Instant>,
+        past_drain: &dyn Fn() -> bool,
         client: Option<BorrowedFd<'_>>,
     ) -> Result<usize, ReadFail> {
         let deadline = Instant::now() + Duration::from_millis(timeout_ms);
-        let deadline = drain_deadline.map_or(deadline, |d| d.min(deadline));
         loop {
             match rustix::io::read(&self.stdout, &mut *buf) {
                 Ok(n) => return Ok(n),
@@ -120,7 +120,7 @@ impl Running {
                 Err(_) => return Err(ReadFail::Io),
             }
             let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
+            if left.is_zero() || past_drain() {
                 return Err(ReadFail::Timeout);
             }
             let wait = (left.as_millis() as u64).min(TICK_MS) as i32;

@@ -183,7 +183,7 @@ impl super::Engine for EventEngine {
         for h in handles.into_iter().flatten() {
             let _ = h.join();
         }
-        dynamic.stop();
+        dynamic.stop(std::time::Duration::from_secs(2));
         Ok(())
     }
 }
