@@ -331,10 +331,11 @@ fn process_limit_answers_503() {
         c.response()
     });
     // Wait until the first script runs, then ask for a second one.
-    assert!(poll(Duration::from_secs(5), || (!children_of(s.pid())
-        .is_empty())
-    .then_some(()))
-    .is_some());
+    assert!(
+        poll(Duration::from_secs(5), || (!child_pids(s.pid()).is_empty())
+            .then_some(()))
+        .is_some()
+    );
     let r = s.get("/cgi-bin/wait.sh");
     assert_eq!((r.status, r.header("retry-after")), (503, Some("1")));
     let a = first.join().unwrap();
@@ -348,10 +349,11 @@ fn client_disconnect_kills_the_script() {
     {
         let mut c = std::net::TcpStream::connect(s.addr).unwrap();
         c.write_all(&req("GET", "/cgi-bin/hang.sh", &[])).unwrap();
-        assert!(poll(Duration::from_secs(5), || (!children_of(s.pid())
-            .is_empty())
-        .then_some(()))
-        .is_some());
+        assert!(
+            poll(Duration::from_secs(5), || (!child_pids(s.pid()).is_empty())
+                .then_some(()))
+            .is_some()
+        );
     }
     assert_no_children(s.pid(), "client gone");
     assert_eq!(s.get("/file.txt").status, 200);
@@ -406,7 +408,7 @@ fn shutdown_ends_running_scripts() {
     let mut c = s.conn();
     c.send(&req("GET", "/cgi-bin/hang.sh", &[]));
     let scripts = poll(Duration::from_secs(5), || {
-        Some(children_of(s.pid())).filter(|c| !c.is_empty())
+        Some(child_pids(s.pid())).filter(|c| !c.is_empty())
     })
     .expect("script started");
     s.signal(libc::SIGTERM);

@@ -5,14 +5,11 @@
 
 mod client;
 mod date;
-mod procs;
 
 #[allow(unused_imports)]
 pub use client::*;
 #[allow(unused_imports)]
 pub use date::*;
-#[allow(unused_imports)]
-pub use procs::*;
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
@@ -23,6 +20,11 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+// Leak checks of the dynamic-content tests (children of the server, peak memory).
+mod leaks;
+#[allow(unused_imports)]
+pub use leaks::*;
 
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_gearshift")

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 /// Pids whose parent is `pid`.
-pub fn children_of(pid: i32) -> Vec<i32> {
+pub fn child_pids(pid: i32) -> Vec<i32> {
     let mut out = Vec::new();
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return out;
@@ -33,12 +33,12 @@ pub fn children_of(pid: i32) -> Vec<i32> {
 /// Wait (at most 5 s) until `pid` has no children; panics naming them otherwise.
 pub fn assert_no_children(pid: i32, context: &str) {
     let left = super::poll(Duration::from_secs(5), || {
-        children_of(pid).is_empty().then_some(())
+        child_pids(pid).is_empty().then_some(())
     });
     assert!(
         left.is_some(),
         "{context}: processes left behind by the server: {:?}",
-        children_of(pid)
+        child_pids(pid)
     );
 }
 
