@@ -75,7 +75,7 @@ fn meta_variables_reach_the_script() {
     assert!(!env.iter().any(|l| l.starts_with("CONTENT_LENGTH=")));
     // No chunked framing visible to the client: the body is exactly env's output.
     assert_eq!(r.header("transfer-encoding"), Some("chunked"));
-    assert_no_children(s.pid(), "env");
+    assert_no_scripts(s.pid(), "env");
 }
 
 #[test]
@@ -89,7 +89,7 @@ fn python_script_reads_the_body_and_sets_status() {
     assert_eq!(r.header("x-len"), Some("11"));
     assert_eq!(r.content_length(), Some(11));
     assert_eq!(r.text(), "HELLO WORLD");
-    assert_no_children(s.pid(), "python");
+    assert_no_scripts(s.pid(), "python");
 }
 
 #[test]
@@ -107,7 +107,7 @@ fn keep_alive_continues_after_a_script() {
     assert!(env_lines(&b).contains(&"QUERY_STRING=second".to_string()));
     let f = c.response();
     assert_eq!(f.text(), "plain text file for tests\n");
-    assert_no_children(s.pid(), "keep-alive");
+    assert_no_scripts(s.pid(), "keep-alive");
 }
 
 #[test]
@@ -123,7 +123,7 @@ fn http10_and_head_requests() {
     let h = s.head("/cgi-bin/env.sh", &[]);
     assert_eq!(h.status, 200);
     assert!(h.body.is_empty());
-    assert_no_children(s.pid(), "1.0/HEAD");
+    assert_no_scripts(s.pid(), "1.0/HEAD");
 }
 
 #[test]
@@ -136,7 +136,7 @@ fn large_upload_and_download_are_streamed() {
         ],
         "[http]\nmax_body = 100000000\n",
     );
-    let before = status_kib(s.pid(), "VmHWM");
+    let before = peak_kib(s.pid());
     let mut c = s.conn();
     c.send(
         format!("POST /cgi-bin/count.sh HTTP/1.1\r\nHost: t\r\nContent-Length: {SIZE}\r\n\r\n")
@@ -154,12 +154,12 @@ fn large_upload_and_download_are_streamed() {
     let r = c.response();
     assert_eq!(r.body.len(), SIZE);
     assert!(r.body.iter().all(|&b| b == 0));
-    let peak = status_kib(s.pid(), "VmHWM");
+    let peak = peak_kib(s.pid());
     assert!(
         peak < before + 16 * 1024,
         "server peak RSS grew from {before} KiB to {peak} KiB for 40 MB bodies"
     );
-    assert_no_children(s.pid(), "large bodies");
+    assert_no_scripts(s.pid(), "large bodies");
 }
 
 #[test]
@@ -221,7 +221,7 @@ fn redirects_local_and_client() {
         500,
         "redirect loop is bounded"
     );
-    assert_no_children(s.pid(), "redirects");
+    assert_no_scripts(s.pid(), "redirects");
 }
 
 #[test]
@@ -279,7 +279,7 @@ fn failures_give_their_status() {
         s.stderr_text()
     );
     assert!(s.get("/file.txt").status == 200, "server still serves");
-    assert_no_children(s.pid(), "failures");
+    assert_no_scripts(s.pid(), "failures");
 }
 
 #[test]
@@ -300,7 +300,7 @@ fn timeout_kills_the_process_group() {
         "{:?}",
         start.elapsed()
     );
-    assert_no_children(s.pid(), "timeout");
+    assert_no_scripts(s.pid(), "timeout");
     let pid = std::fs::read_to_string(s.root().join("grandchild.pid")).unwrap();
     let gone = poll(Duration::from_secs(5), || {
         // Gone, or a zombie waiting for an init that does not reap: either way not running.
@@ -331,16 +331,15 @@ fn process_limit_answers_503() {
         c.response()
     });
     // Wait until the first script runs, then ask for a second one.
-    assert!(
-        poll(Duration::from_secs(5), || (!child_pids(s.pid()).is_empty())
-            .then_some(()))
-        .is_some()
-    );
+    assert!(poll(Duration::from_secs(5), || (!script_pids(s.pid())
+        .is_empty())
+    .then_some(()))
+    .is_some());
     let r = s.get("/cgi-bin/wait.sh");
     assert_eq!((r.status, r.header("retry-after")), (503, Some("1")));
     let a = first.join().unwrap();
     assert_eq!((a.status, a.text().as_str()), (200, "done"));
-    assert_no_children(s.pid(), "limit");
+    assert_no_scripts(s.pid(), "limit");
 }
 
 #[test]
@@ -349,13 +348,12 @@ fn client_disconnect_kills_the_script() {
     {
         let mut c = std::net::TcpStream::connect(s.addr).unwrap();
         c.write_all(&req("GET", "/cgi-bin/hang.sh", &[])).unwrap();
-        assert!(
-            poll(Duration::from_secs(5), || (!child_pids(s.pid()).is_empty())
-                .then_some(()))
-            .is_some()
-        );
+        assert!(poll(Duration::from_secs(5), || (!script_pids(s.pid())
+            .is_empty())
+        .then_some(()))
+        .is_some());
     }
-    assert_no_children(s.pid(), "client gone");
+    assert_no_scripts(s.pid(), "client gone");
     assert_eq!(s.get("/file.txt").status, 200);
 }
 
@@ -376,7 +374,7 @@ fn body_over_the_limit_is_413() {
     let r = c.response();
     assert_eq!(r.status, 413, "{}", show(&r.raw_head));
     c.assert_closed("after 413");
-    assert_no_children(s.pid(), "413");
+    assert_no_scripts(s.pid(), "413");
 }
 
 #[test]
@@ -392,7 +390,7 @@ fn work_cgi_example_runs() {
     let r = s.get("/cgi-bin/work.cgi?sleep_ms=999999");
     assert_eq!(r.status, 400);
     assert!(r.text().contains("sleep_ms"), "{}", r.text());
-    assert_no_children(s.pid(), "work.cgi");
+    assert_no_scripts(s.pid(), "work.cgi");
 }
 
 #[test]
@@ -408,7 +406,7 @@ fn shutdown_ends_running_scripts() {
     let mut c = s.conn();
     c.send(&req("GET", "/cgi-bin/hang.sh", &[]));
     let scripts = poll(Duration::from_secs(5), || {
-        Some(child_pids(s.pid())).filter(|c| !c.is_empty())
+        Some(script_pids(s.pid())).filter(|c| !c.is_empty())
     })
     .expect("script started");
     s.signal(libc::SIGTERM);

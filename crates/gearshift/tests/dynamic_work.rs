@@ -57,9 +57,9 @@ fn cpu_and_memory_have_their_effect() {
     assert_eq!(s.get("/_work?cpu_us=300000").status, 200);
     let used = cpu_ms(s.pid()) - cpu_before;
     assert!(used >= 250, "300 ms of CPU asked, server used {used} ms");
-    let hwm_before = status_kib(s.pid(), "VmHWM");
+    let hwm_before = peak_kib(s.pid());
     assert_eq!(s.get("/_work?alloc_kb=32768").status, 200);
-    let hwm = status_kib(s.pid(), "VmHWM");
+    let hwm = peak_kib(s.pid());
     assert!(
         hwm >= hwm_before.max(32 * 1024),
         "peak RSS {hwm_before} -> {hwm} KiB after 32 MiB"
