@@ -400,11 +400,11 @@ impl Config {
         if self.cache.enabled {
             positive("cache.revalidate_ms", self.cache.revalidate_ms)?;
         }
-        crate::dynamic::config::validate(&self.dynamic, &self.cgi, &self.work)?;
         if self.log.access.is_empty() {
             return Err("log.access: use 'off', 'stdout' or a file path".into());
         }
-        Ok(())
+        crate::dynamic::config::validate(&self.dynamic, &self.cgi, &self.work)
+
     }
 
     pub fn listen_addr(&self) -> Result<SocketAddr, String> {
