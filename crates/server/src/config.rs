@@ -404,7 +404,6 @@ impl Config {
             return Err("log.access: use 'off', 'stdout' or a file path".into());
         }
         crate::dynamic::config::validate(&self.dynamic, &self.cgi, &self.work)
-
     }
 
     pub fn listen_addr(&self) -> Result<SocketAddr, String> {
