@@ -12,6 +12,7 @@
 //! 503 and Retry-After rather than queued, because a queued request would hold its worker
 //! (or dynamic-pool thread) while waiting, and shedding load is the point of the cap.
 
+mod count;
 mod env;
 mod head;
 mod process;
@@ -30,7 +31,7 @@ use process::{Group, ReadFail, Running};
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::Arc;
 
 /// Bytes read from a script's stdout at a time.
@@ -47,8 +48,9 @@ pub struct Cgi {
     extensions: Vec<Vec<u8>>,
     timeout_ms: u64,
     max_processes: usize,
-    /// Scripts running now, shared across reloads so the cap holds through them.
-    running: Arc<AtomicUsize>,
+    /// Scripts running now in the whole server (shared with forked workers, and across
+    /// reloads, so the cap holds through both).
+    running: Arc<count::Count>,
     policy: PathPolicy,
     /// Absolute document root.
     root: PathBuf,
@@ -62,11 +64,11 @@ pub enum Served {
 }
 
 /// Holds one of `max_processes` slots until dropped.
-struct Slot(Arc<AtomicUsize>);
+struct Slot(Arc<count::Count>);
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+        self.0.release();
     }
 }
 
@@ -95,7 +97,7 @@ impl Cgi {
                 .collect(),
             timeout_ms: cfg.timeout_ms,
             max_processes: cfg.max_processes,
-            running: previous.map_or_else(Arc::default, |p| p.running.clone()),
+            running: previous.map_or_else(|| Arc::new(count::Count::new()), |p| p.running.clone()),
             policy: PathPolicy {
                 allow_hidden: files.hidden,
             },
@@ -196,8 +198,7 @@ impl Cgi {
             Ok(s) => s,
             Err(status) => return Served::Done(out.error(status, &[], false)),
         };
-        if self.running.fetch_add(1, Ordering::SeqCst) >= self.max_processes {
-            self.running.fetch_sub(1, Ordering::SeqCst);
+        if !self.running.acquire(self.max_processes) {
             tracing::warn!(target: "cgi", "max_processes ({}) reached: 503", self.max_processes);
             return Served::Done(out.error(503, &[("Retry-After", b"1")], false));
         }
