@@ -4,6 +4,7 @@
 
 use crate::accesslog::LogFormat;
 use crate::defaults;
+pub use crate::dynamic::config::{CgiConfig, DynamicConfig, WorkConfig};
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -41,6 +42,12 @@ pub struct Config {
     pub worker: WorkerConfig,
     /// Knobs of the `staged` engine (paper 002).
     pub staged: StagedConfig,
+    /// The event engine's pool for dynamic exchanges.
+    pub dynamic: DynamicConfig,
+    /// CGI/1.1 scripts.
+    pub cgi: CgiConfig,
+    /// The synthetic work endpoint.
+    pub work: WorkConfig,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -247,6 +254,9 @@ impl Default for Config {
             prefork: PreforkConfig::default(),
             worker: WorkerConfig::default(),
             staged: StagedConfig::default(),
+            dynamic: DynamicConfig::default(),
+            cgi: CgiConfig::default(),
+            work: WorkConfig::default(),
         }
     }
 }
@@ -412,7 +422,7 @@ impl Config {
         if self.log.access.is_empty() {
             return Err("log.access: use 'off', 'stdout' or a file path".into());
         }
-        Ok(())
+        crate::dynamic::config::validate(&self.dynamic, &self.cgi, &self.work)
     }
 
     pub fn listen_addr(&self) -> Result<SocketAddr, String> {
@@ -431,7 +441,7 @@ impl Config {
     }
 }
 
-fn positive(name: &str, v: u64) -> Result<(), String> {
+pub(crate) fn positive(name: &str, v: u64) -> Result<(), String> {
     if v == 0 {
         Err(format!("{name}: must be greater than 0"))
     } else {

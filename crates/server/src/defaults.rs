@@ -103,3 +103,40 @@ pub mod staged {
     /// Bound of each inter-stage queue.
     pub const QUEUE: usize = 1024;
 }
+
+/// Dynamic hand-off of the event engine: the thread pool that runs blocking exchanges (CGI,
+/// the work endpoint) off the event loops. nginx `thread_pool default threads=32
+/// max_queue=65536` (ngx_thread_pool_module's defaults).
+pub mod dynamic {
+    pub const THREADS: usize = 32;
+    pub const QUEUE: usize = 65536;
+}
+
+/// CGI (RFC 3875).
+pub mod cgi {
+    /// Inactivity timeout on a script's output, after which its process group is killed
+    /// (504 before the head). Apache `Timeout 60` (mod_cgi waits on the script with it).
+    pub const TIMEOUT_MS: u64 = 60_000;
+    /// Most CGI processes at once. Apache has no separate limit: scripts are bounded by the
+    /// request workers, MaxRequestWorkers 400 for the threaded MPMs; we take the same number.
+    pub const MAX_PROCESSES: usize = 400;
+    /// Largest response header section a script may print. Apache reads CGI headers with
+    /// `LimitRequestFieldSize`-sized lines (8190 bytes); we bound the whole section at 8 KiB.
+    pub const MAX_HEADER: usize = 8 * 1024;
+    /// Internal (local) redirects followed before answering 500. Apache
+    /// `LimitInternalRecursion 10`.
+    pub const MAX_REDIRECTS: usize = 10;
+    /// PATH given to scripts: Debian's default `ENV_PATH` for login shells' non-root users.
+    pub const PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+}
+
+/// Synthetic work endpoint (no peer has one; bounds are ours): a single request may burn at
+/// most 1 s of CPU, sleep 10 s, allocate 64 MiB and ask for a 64 MiB body, so it cannot pin a
+/// worker or the machine for long.
+pub mod work {
+    pub const PATH: &str = "/_work";
+    pub const MAX_CPU_US: u64 = 1_000_000;
+    pub const MAX_SLEEP_MS: u64 = 10_000;
+    pub const MAX_BYTES: u64 = 64 * 1024 * 1024;
+    pub const MAX_ALLOC_KB: u64 = 64 * 1024;
+}

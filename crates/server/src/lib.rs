@@ -8,6 +8,7 @@ pub mod cache;
 pub mod config;
 pub mod control;
 pub mod defaults;
+pub mod dynamic;
 pub mod engine;
 pub mod files;
 pub mod knobs;

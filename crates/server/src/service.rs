@@ -4,6 +4,8 @@
 
 use crate::accesslog::{Destination, LogFormat, Sink};
 use crate::config::Config;
+use crate::dynamic::cgi::Cgi;
+use crate::dynamic::Route;
 use crate::files::StaticFiles;
 use crate::output::Batch;
 use crate::respond::{Ctx, Outcome};
@@ -18,6 +20,8 @@ pub struct Service {
     /// None when the access log is off.
     pub log: Option<Arc<Sink>>,
     pub log_format: LogFormat,
+    /// None when no CGI directory or extension is configured.
+    pub cgi: Option<Cgi>,
 }
 
 impl Service {
@@ -42,7 +46,14 @@ impl Service {
                 }
             },
         };
+        let cgi = Cgi::new(
+            &config.cgi,
+            &config.static_files,
+            &config.root,
+            previous.and_then(|p| p.cgi.as_ref()),
+        );
         Ok(Service {
+            cgi,
             limits: config.http.limits(),
             timeouts: config.http.timeouts(),
             log_format: config.log.format,
@@ -52,8 +63,24 @@ impl Service {
         })
     }
 
-    /// Answer one request. The single entry point every engine calls; later handlers (CGI,
-    /// proxy, synthetic work) are routed from here.
+    /// Which handler answers `req`: static files in place, or a dynamic exchange.
+    pub fn route(&self, req: &RequestHead) -> Route {
+        if self.config.work.enabled && req.path == self.config.work.path.as_bytes() {
+            return Route::Work;
+        }
+        match &self.cgi {
+            Some(cgi) if cgi.matches(req.path) => Route::Cgi,
+            _ => Route::Static,
+        }
+    }
+
+    /// The request needs a dynamic exchange (engines then hand it to `dynamic::exchange`).
+    pub fn is_dynamic(&self, req: &RequestHead) -> bool {
+        self.route(req) != Route::Static
+    }
+
+    /// Answer one request in place: the static-file handler. Dynamic requests
+    /// (`is_dynamic`) are routed by `Session` to `dynamic::exchange` instead.
     pub fn handle(&self, req: &RequestHead, ctx: &Ctx, out: &mut Batch) -> Outcome {
         self.files.serve(req, ctx, out)
     }

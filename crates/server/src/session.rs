@@ -4,6 +4,9 @@
 //! processes, pipeline) drives connections through this same code, so they serve alike.
 //! `process` does both halves at once; the pipeline engine calls them apart, on different
 //! threads: `frame` (read side: find complete requests) then `answer_framed` (handler side).
+//! A request routed to a dynamic handler (CGI, the work endpoint) is not answered here:
+//! both stop with `Stop::Dynamic` right after its head, and the engine runs
+//! `dynamic::exchange`, which streams the body and the response on the socket itself.
 
 use crate::accesslog::{self, Record};
 use crate::output::Batch;
@@ -76,6 +79,19 @@ pub struct Session {
     pub close_after_write: bool,
     /// Head bytes of a request whose body is still arriving.
     deferred: Option<Vec<u8>>,
+    /// A dynamic request reported with `Stop::Dynamic`, waiting for its exchange (boxed:
+    /// every idle connection carries this field).
+    dynamic: Option<Box<DynamicRequest>>,
+}
+
+/// What a dynamic exchange needs from the session besides the socket and the input that
+/// followed the head (body bytes already read and maybe pipelined requests): the raw head
+/// (parsed again by the exchange, as the input buffer moves on) and when it was read. The
+/// body framing, keep-alive state and peer address come from the head and the session.
+#[derive(Clone, Debug)]
+pub struct DynamicRequest {
+    pub head: Vec<u8>,
+    seen: Seen,
 }
 
 /// Why `process` stopped.
@@ -87,6 +103,9 @@ pub enum Stop {
     OutputFull,
     /// The connection must close after the queued output.
     Close,
+    /// A dynamic request's head was read (the input consumed up to its end): write the
+    /// queued output, then run `dynamic::exchange` with the rest of the input.
+    Dynamic,
 }
 
 /// When a request's head began and its number on the connection (1 = first): what
@@ -162,6 +181,7 @@ impl Session {
             inbuf: Vec::new(),
             close_after_write: false,
             deferred: None,
+            dynamic: None,
         }
     }
 
@@ -186,6 +206,13 @@ impl Session {
             match ev {
                 Event::NeedMore => return (pos, Stop::NeedInput),
                 Event::BodyData(_) => {}
+                Event::Head(head) if svc.is_dynamic(&head) => {
+                    self.dynamic = Some(Box::new(DynamicRequest {
+                        head: input[pos - n..pos].to_vec(),
+                        seen: self.current(),
+                    }));
+                    return (pos, Stop::Dynamic);
+                }
                 Event::Head(head) if head.framing != Framing::None => {
                     // Answer once the body has arrived intact: a request whose body turns
                     // out malformed gets only its 400. The head is kept as bytes (the input
@@ -217,8 +244,8 @@ impl Session {
     /// Read half of `process`: parse `input` and collect complete requests into `framed`
     /// without answering them. Returns the bytes consumed and why it stopped: `NeedInput`
     /// (read more), `OutputFull` (`MAX_FRAMED` collected: answer them, then call again with
-    /// the rest) or `Close` (an error or a request that ends the connection was collected:
-    /// read nothing more).
+    /// the rest), `Close` (an error or a request that ends the connection was collected:
+    /// read nothing more) or `Dynamic` (answer what was framed, then run the exchange).
     pub fn frame(
         &mut self,
         input: &[u8],
@@ -239,6 +266,14 @@ impl Session {
             match ev {
                 Event::NeedMore => return (pos, Stop::NeedInput),
                 Event::BodyData(_) => {}
+                Event::Head(head) if svc.is_dynamic(&head) => {
+                    // Answer what was framed before it, then run the exchange.
+                    self.dynamic = Some(Box::new(DynamicRequest {
+                        head: input[pos - n..pos].to_vec(),
+                        seen: self.current(),
+                    }));
+                    return (pos, Stop::Dynamic);
+                }
                 Event::Head(head) if head.framing != Framing::None => {
                     if head.expect_continue {
                         framed.frames.push(Frame::Continue);
@@ -319,6 +354,52 @@ impl Session {
             head_only: head.method == Method::Head,
         };
         let outcome = svc.handle(head, &ctx, out);
+        self.log_answer(head, seen, outcome, keep_alive, w);
+    }
+
+    /// The dynamic request reported by the last `Stop::Dynamic`.
+    pub fn take_dynamic(&mut self) -> Option<DynamicRequest> {
+        self.dynamic.take().map(|d| *d)
+    }
+
+    /// Refuse the reported dynamic request with `status` (e.g. 503 when no thread can take
+    /// it) and close.
+    pub fn refuse_dynamic(&mut self, status: u16, w: &mut WorkerCtx, out: &mut Batch) {
+        self.dynamic = None;
+        self.fail(status, w, out);
+    }
+
+    /// Whether the connection may stay open after answering `req`.
+    pub fn keep_alive_for(
+        &self,
+        head: &RequestHead,
+        req: &DynamicRequest,
+        svc: &Service,
+        w: &WorkerCtx,
+    ) -> bool {
+        head.keep_alive && !w.draining && req.seen.seq < svc.config.http.keepalive_requests
+    }
+
+    /// Count and log an answered dynamic request; `keep_alive` false closes the connection.
+    pub fn finish_dynamic(
+        &mut self,
+        head: &RequestHead,
+        req: &DynamicRequest,
+        outcome: respond::Outcome,
+        keep_alive: bool,
+        w: &mut WorkerCtx,
+    ) {
+        self.log_answer(head, req.seen, outcome, keep_alive, w);
+    }
+
+    fn log_answer(
+        &mut self,
+        head: &RequestHead,
+        seen: Seen,
+        outcome: respond::Outcome,
+        keep_alive: bool,
+        w: &mut WorkerCtx,
+    ) {
         w.requests += 1;
         if let Some(log) = &mut w.log {
             log.log(&Record {

@@ -24,6 +24,11 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+// Leak checks of the dynamic-content tests (children of the server, peak memory).
+mod leaks;
+#[allow(unused_imports)]
+pub use leaks::*;
+
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_gearshift")
 }

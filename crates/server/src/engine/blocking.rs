@@ -174,6 +174,21 @@ impl Worker {
                     return None;
                 }
                 session.http.response_done(self.w.now_ms);
+                if stop == Stop::Dynamic {
+                    // Blocking is what this thread does anyway: run the exchange inline.
+                    crate::dynamic::exchange(
+                        fd.as_fd(),
+                        &mut session,
+                        &mut kept,
+                        shared,
+                        &mut self.w,
+                    );
+                    if session.close_after_write {
+                        stop = Stop::Close;
+                        break;
+                    }
+                    continue;
+                }
                 if stop != Stop::OutputFull {
                     break;
                 }

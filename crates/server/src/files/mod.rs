@@ -59,6 +59,11 @@ impl StaticFiles {
         })
     }
 
+    /// The document root (CGI finds its scripts beneath it the same safe way).
+    pub fn root(&self) -> &Root {
+        &self.root
+    }
+
     pub fn cache(&self) -> Option<&Cache> {
         self.cache.as_ref()
     }

@@ -7,6 +7,8 @@
 //!
 //! `workers` is a live knob: the master starts loops up to the target and tells surplus
 //! loops to retire; a retiring loop hands its connections to a survivor (see worker.rs).
+//! A connection with a dynamic request leaves its loop for the dynamic pool while the
+//! exchange blocks, and is adopted back through the same mailbox.
 
 mod worker;
 
@@ -17,7 +19,7 @@ use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use worker::{Connection, Worker};
+use worker::{Connection, Dynamic, Worker};
 
 /// Most event loops at once (bounds the knob).
 const MAX_WORKERS: usize = 64;
@@ -40,6 +42,8 @@ pub(super) struct Mailbox {
     waker: Arc<OwnedFd>,
     retire: AtomicBool,
     open: AtomicUsize,
+    /// Connections of this loop away in the dynamic pool (draining waits for them).
+    away: AtomicUsize,
 }
 
 impl Mailbox {
@@ -49,6 +53,7 @@ impl Mailbox {
             waker,
             retire: AtomicBool::new(false),
             open: AtomicUsize::new(0),
+            away: AtomicUsize::new(0),
         }
     }
 
@@ -141,9 +146,22 @@ impl super::Engine for EventEngine {
             },
             self.workers as u64,
         );
+        let cfg = shared.service.load().config.dynamic.clone();
+        let dynamic = crate::dynamic::pool::Pool::new(
+            cfg.threads,
+            cfg.queue,
+            shared.clone(),
+            Box::new(worker::run_dynamic),
+        );
+        let loops = Loops {
+            listener,
+            shared: shared.clone(),
+            registry: registry.clone(),
+            dynamic: dynamic.clone(),
+        };
         let mut handles: Vec<Option<JoinHandle<()>>> = (0..MAX_WORKERS).map(|_| None).collect();
         for (id, slot) in handles.iter_mut().enumerate().take(self.workers) {
-            *slot = Some(spawn(id, &listener, &shared, &registry)?);
+            *slot = Some(loops.spawn(id)?);
         }
         let mut target = self.workers;
         let mut generation = shared.knobs.generation();
@@ -158,25 +176,44 @@ impl super::Engine for EventEngine {
                 }
             }
             if !shared.draining.load(Ordering::SeqCst) {
-                resize(target, &mut handles, &listener, &shared, &registry);
+                resize(target, &mut handles, &loops);
             }
             handles.iter().all(Option::is_none)
         });
         for h in handles.into_iter().flatten() {
             let _ = h.join();
         }
+        dynamic.stop(std::time::Duration::from_secs(2));
         Ok(())
     }
 }
 
+/// What a new loop is started with.
+struct Loops {
+    listener: Arc<TcpListener>,
+    shared: Arc<Shared>,
+    registry: Arc<Registry>,
+    dynamic: Arc<crate::dynamic::pool::Pool<Dynamic>>,
+}
+
+impl Loops {
+    fn spawn(&self, id: usize) -> std::io::Result<JoinHandle<()>> {
+        let mut w = Worker::new(
+            id,
+            self.listener.clone(),
+            self.shared.clone(),
+            self.registry.clone(),
+            self.dynamic.clone(),
+        )?;
+        std::thread::Builder::new()
+            .name(format!("event-{id}"))
+            .spawn(move || w.run())
+    }
+}
+
 /// Start loops in free slots up to `target`, or tell the highest surplus loops to retire.
-fn resize(
-    target: usize,
-    handles: &mut [Option<JoinHandle<()>>],
-    listener: &Arc<TcpListener>,
-    shared: &Arc<Shared>,
-    registry: &Arc<Registry>,
-) {
+fn resize(target: usize, handles: &mut [Option<JoinHandle<()>>], loops: &Loops) {
+    let registry = &loops.registry;
     let live = registry.live();
     if live.len() > target {
         let slots = registry.lock();
@@ -194,7 +231,7 @@ fn resize(
             break;
         }
         if slot.is_none() && registry.lock()[id].is_none() {
-            match spawn(id, listener, shared, registry) {
+            match loops.spawn(id) {
                 Ok(h) => {
                     *slot = Some(h);
                     missing -= 1;
@@ -206,18 +243,6 @@ fn resize(
             }
         }
     }
-}
-
-fn spawn(
-    id: usize,
-    listener: &Arc<TcpListener>,
-    shared: &Arc<Shared>,
-    registry: &Arc<Registry>,
-) -> std::io::Result<JoinHandle<()>> {
-    let mut w = Worker::new(id, listener.clone(), shared.clone(), registry.clone())?;
-    std::thread::Builder::new()
-        .name(format!("event-{id}"))
-        .spawn(move || w.run())
 }
 
 #[cfg(test)]

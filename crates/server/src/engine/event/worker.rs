@@ -1,16 +1,20 @@
 //! One event loop of the event engine: its epoll set, its connections, and the I/O that
 //! drives them (edge-triggered reads and writes, back-pressure, lingering close, the timer
 //! sweep). A loop told to retire stops accepting and hands every connection, whole, to a
-//! surviving loop, so shrinking the engine closes nothing.
+//! surviving loop, so shrinking the engine closes nothing. A connection with a dynamic
+//! request goes, whole, to the dynamic pool (`hand_to_dynamic`), which runs the blocking
+//! exchange and hands it back to its loop's mailbox (`run_dynamic`).
 
 use super::{Mailbox, Registry};
 use crate::control::Shared;
 use crate::defaults::READ_BUF;
+use crate::dynamic::pool::Pool;
 use crate::engine::blocking::unix_now;
 use crate::output::{Batch, Flushed};
 use crate::service::Service;
 use crate::session::{Session, Stop, WorkerCtx};
 use gearshift_http::Phase;
+pub(super) use handoff::{run_dynamic, Dynamic};
 use rustix::event::epoll::{self, EventData, EventFlags, EventVec};
 use rustix::fd::{AsFd, AsRawFd, OwnedFd};
 use rustix::io::Errno;
@@ -19,6 +23,8 @@ use slab::Slab;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+
+mod handoff;
 
 const LISTENER: u64 = u64::MAX;
 const WAKER: u64 = u64::MAX - 1;
@@ -55,6 +61,7 @@ pub(super) struct Worker {
     batch: Batch,
     w: WorkerCtx,
     accepting: bool,
+    dynamic: Arc<Pool<Dynamic>>,
 }
 
 impl Worker {
@@ -63,6 +70,7 @@ impl Worker {
         listener: Arc<TcpListener>,
         shared: Arc<Shared>,
         registry: Arc<Registry>,
+        dynamic: Arc<Pool<Dynamic>>,
     ) -> std::io::Result<Worker> {
         let epoll = epoll::create(epoll::CreateFlags::CLOEXEC)?;
         epoll::add(
@@ -98,6 +106,7 @@ impl Worker {
             accepting: true,
             mailbox,
             registry,
+            dynamic,
         })
     }
 
@@ -191,7 +200,12 @@ impl Worker {
             let token = entry.key() as u64;
             let flags = EventFlags::IN | EventFlags::OUT | EventFlags::RDHUP | EventFlags::ET;
             if epoll::add(&self.epoll, c.fd.as_fd(), EventData::new_u64(token), flags).is_ok() {
+                let close = c.session.close_after_write && c.pending.is_empty() && !c.lingering;
                 entry.insert(c);
+                if close {
+                    // Back from a dynamic exchange that ended the connection.
+                    self.begin_close(token as usize);
+                }
             }
         }
     }
@@ -217,7 +231,7 @@ impl Worker {
         for k in idle {
             self.close(k);
         }
-        self.conns.is_empty()
+        (self.conns.is_empty() && self.mailbox.away.load(Ordering::SeqCst) == 0)
             || self.w.now_ms >= self.shared.drain_deadline_ms.load(Ordering::SeqCst)
     }
 
@@ -408,6 +422,10 @@ impl Worker {
                 }
                 Stop::NeedInput => return true,
                 Stop::OutputFull => stop = self.process_kept(k, svc),
+                Stop::Dynamic => {
+                    self.hand_to_dynamic(k);
+                    return false;
+                }
             }
         }
     }

@@ -1,0 +1,144 @@
+//! Configuration of dynamic content (the event engine's hand-off pool, CGI, the work
+//! endpoint), kept beside the code it configures; `config.rs` re-exports these sections so
+//! the whole file format is still described from there.
+
+use crate::config::positive;
+use crate::defaults;
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct DynamicConfig {
+    /// Threads running dynamic exchanges for the event engine.
+    pub threads: usize,
+    /// Exchanges waiting for a thread; beyond it the request gets 503.
+    pub queue: usize,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct CgiConfig {
+    /// URL path prefixes whose files are all scripts (like Apache `ScriptAlias`).
+    pub dirs: Vec<String>,
+    /// File name suffixes run as scripts anywhere (like `AddHandler cgi-script .cgi`).
+    pub extensions: Vec<String>,
+    /// Inactivity timeout on a script's output; the process group is then killed.
+    pub timeout_ms: u64,
+    /// Most scripts running at once; more requests get 503.
+    pub max_processes: usize,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct WorkConfig {
+    pub enabled: bool,
+    pub path: String,
+    pub max_cpu_us: u64,
+    pub max_sleep_ms: u64,
+    pub max_bytes: u64,
+    pub max_alloc_kb: u64,
+}
+
+impl Default for DynamicConfig {
+    fn default() -> Self {
+        DynamicConfig {
+            threads: defaults::dynamic::THREADS,
+            queue: defaults::dynamic::QUEUE,
+        }
+    }
+}
+
+impl Default for CgiConfig {
+    fn default() -> Self {
+        CgiConfig {
+            dirs: Vec::new(),
+            extensions: Vec::new(),
+            timeout_ms: defaults::cgi::TIMEOUT_MS,
+            max_processes: defaults::cgi::MAX_PROCESSES,
+        }
+    }
+}
+
+impl Default for WorkConfig {
+    fn default() -> Self {
+        use defaults::work as d;
+        WorkConfig {
+            enabled: false,
+            path: d::PATH.to_string(),
+            max_cpu_us: d::MAX_CPU_US,
+            max_sleep_ms: d::MAX_SLEEP_MS,
+            max_bytes: d::MAX_BYTES,
+            max_alloc_kb: d::MAX_ALLOC_KB,
+        }
+    }
+}
+
+/// Check the dynamic sections; the error is one line naming the option.
+pub fn validate(dynamic: &DynamicConfig, cgi: &CgiConfig, work: &WorkConfig) -> Result<(), String> {
+    positive("dynamic.threads", dynamic.threads as u64)?;
+    positive("dynamic.queue", dynamic.queue as u64)?;
+    positive("cgi.timeout_ms", cgi.timeout_ms)?;
+    positive("cgi.max_processes", cgi.max_processes as u64)?;
+    for d in &cgi.dirs {
+        if !d.starts_with('/') || d.split('/').any(|s| s == "." || s == "..") {
+            return Err(format!("cgi.dirs: '{d}' is not an absolute URL path"));
+        }
+    }
+    for e in &cgi.extensions {
+        if !e.starts_with('.') || e.len() < 2 || e.contains('/') {
+            return Err(format!("cgi.extensions: '{e}' is not a suffix like '.cgi'"));
+        }
+    }
+    let w = &work;
+    if !w.path.starts_with('/') || w.path.contains(['?', '#', '%']) {
+        return Err(format!("work.path: '{}' is not a plain URL path", w.path));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::Config;
+
+    #[test]
+    fn sections_parse_and_bad_values_name_the_option() {
+        let c = Config::from_toml(
+            "[cgi]\ndirs = [\"/cgi-bin\"]\nextensions = [\".cgi\"]\n[work]\nenabled = true\n[dynamic]\nthreads = 4\n",
+        )
+        .unwrap();
+        assert_eq!(
+            (c.cgi.dirs.len(), c.work.enabled, c.dynamic.threads),
+            (1, true, 4)
+        );
+        let e = Config::from_toml("[cgi]\ntimeout = 5\n").unwrap_err();
+        assert!(e.contains("timeout") && !e.contains('\n'), "{e}");
+        let base = Config {
+            root: std::env::temp_dir(),
+            ..Config::default()
+        };
+        for (edit, name) in [
+            (
+                &(|c: &mut Config| c.cgi.dirs = vec!["cgi-bin".into()]) as &dyn Fn(&mut Config),
+                "cgi.dirs",
+            ),
+            (
+                &|c: &mut Config| c.cgi.dirs = vec!["/a/../b".into()],
+                "cgi.dirs",
+            ),
+            (
+                &|c: &mut Config| c.cgi.extensions = vec!["cgi".into()],
+                "cgi.extensions",
+            ),
+            (
+                &|c: &mut Config| c.cgi.max_processes = 0,
+                "cgi.max_processes",
+            ),
+            (&|c: &mut Config| c.dynamic.queue = 0, "dynamic.queue"),
+            (&|c: &mut Config| c.work.path = "/w?x".into(), "work.path"),
+        ] {
+            let mut c = base.clone();
+            edit(&mut c);
+            assert!(c.validate().unwrap_err().starts_with(name), "{name}");
+        }
+    }
+}

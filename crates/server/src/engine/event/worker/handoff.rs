@@ -1,0 +1,92 @@
+//! The event loop's side of the dynamic hand-off: a connection whose request needs a
+//! blocking exchange (CGI, the work endpoint) leaves its loop, whole, for the dynamic pool,
+//! and comes back through the loop's mailbox like a connection handed over by a retiring
+//! loop. Kept apart from worker.rs so the loop itself stays readable.
+
+use super::{Connection, Mailbox, Registry, Worker};
+use crate::control::Shared;
+use crate::session::WorkerCtx;
+use rustix::event::epoll::{self, EventData, EventFlags};
+use rustix::fd::AsFd;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// A connection away in the dynamic pool, and the loop it came from.
+pub(in crate::engine::event) struct Dynamic {
+    conn: Connection,
+    home: Arc<Mailbox>,
+    registry: Arc<Registry>,
+    shared: Arc<Shared>,
+    id: usize,
+}
+
+/// Dynamic-pool side: finish output queued before the dynamic request, run the exchange
+/// (blocking), then give the connection back to its loop (or, if that loop retired
+/// meanwhile, to a survivor), which resumes it with any pipelined input.
+pub(in crate::engine::event) fn run_dynamic(d: Dynamic, w: &mut WorkerCtx) {
+    let Dynamic {
+        mut conn,
+        home,
+        registry,
+        shared,
+        id,
+    } = d;
+    let shared = &*shared;
+    let c = &mut conn;
+    if c.pending.is_empty()
+        || crate::dynamic::io::write_all(
+            c.fd.as_fd(),
+            &mut c.pending,
+            c.session.send_timeout_ms,
+            shared,
+        )
+    {
+        let mut input = std::mem::take(&mut c.session.inbuf);
+        crate::dynamic::exchange(c.fd.as_fd(), &mut c.session, &mut input, shared, w);
+        c.session.inbuf = input;
+    } else {
+        c.session.close_after_write = true;
+    }
+    c.read_stalled = true;
+    let dest = match home.retire.load(Ordering::SeqCst) {
+        true => registry.heir(id).unwrap_or_else(|| home.clone()),
+        false => home.clone(),
+    };
+    dest.conns
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(conn);
+    dest.wake();
+    home.away.fetch_sub(1, Ordering::SeqCst);
+}
+
+impl Worker {
+    /// A dynamic request: the connection leaves this loop (an exchange blocks) for the
+    /// dynamic pool, with its queued output and unread input; 503 if the pool is full.
+    pub(super) fn hand_to_dynamic(&mut self, k: usize) {
+        let c = self.conns.remove(k);
+        let _ = epoll::delete(&self.epoll, c.fd.as_fd());
+        self.mailbox.away.fetch_add(1, Ordering::SeqCst);
+        let d = Dynamic {
+            conn: c,
+            home: self.mailbox.clone(),
+            registry: self.registry.clone(),
+            shared: self.shared.clone(),
+            id: self.id,
+        };
+        if let Err(d) = self.dynamic.submit(d) {
+            self.mailbox.away.fetch_sub(1, Ordering::SeqCst);
+            let mut c = d.conn;
+            tracing::warn!(worker = self.id, "dynamic pool full: 503");
+            c.session.refuse_dynamic(503, &mut self.w, &mut self.batch);
+            self.batch.move_into(&mut c.pending);
+            let entry = self.conns.vacant_entry();
+            let token = entry.key() as u64;
+            let flags = EventFlags::IN | EventFlags::OUT | EventFlags::RDHUP | EventFlags::ET;
+            if epoll::add(&self.epoll, c.fd.as_fd(), EventData::new_u64(token), flags).is_ok() {
+                c.deadline_ms = self.w.now_ms + c.session.send_timeout_ms;
+                entry.insert(c);
+            }
+        }
+    }
+}
