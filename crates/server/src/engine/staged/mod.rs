@@ -77,6 +77,9 @@ struct Conn {
     more_input: bool,
     /// The peer half-closed: read on to EOF.
     peer_closed: bool,
+    /// Receive stopped at a dynamic request's head (`Stop::Dynamic`): process runs its
+    /// exchange after answering what was framed before it.
+    dynamic: bool,
     lingering: bool,
     /// Send deadline while blocked in send; end of lingering in receive.
     deadline_ms: u64,
@@ -96,6 +99,7 @@ impl Conn {
             gated: true,
             more_input: false,
             peer_closed: false,
+            dynamic: false,
             lingering: false,
             deadline_ms: 0,
             queued_ns: now_ns,

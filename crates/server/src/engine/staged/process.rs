@@ -1,11 +1,12 @@
 //! Process stage (KETA's "data process"): a plain thread pool on the shared work queue. A
 //! thread takes connections whose requests receive has framed, answers them with the
 //! current `Service` (`Session::answer_framed`: lookup, object cache, headers, access log)
-//! into the connection's own output batch, and hands them to the send stage. It never
-//! touches a socket: its busy time is the handlers' and the hand-off's. `Service::handle`
-//! is also the pipeline's dynamic hand-off point (paper 002 passes dynamic requests to a
-//! user-space server): handlers added there later run in this stage, so a slow one holds
-//! only process threads, which is what the stage's utilisation and queue length then show.
+//! into the connection's own output batch, and hands them to the send stage. Static
+//! answers never touch a socket here: busy time is the handlers' and the hand-off's. This
+//! stage is also the pipeline's dynamic hand-off point (paper 002 passes dynamic requests
+//! to a user-space server): a CGI or work-endpoint exchange runs here, blocking, on the
+//! connection's socket, so a slow one holds only process threads, which is what the
+//! stage's utilisation and queue length then show.
 
 use super::stats::Stage;
 use super::{Conn, Pipeline};
@@ -58,6 +59,10 @@ pub(super) fn run(p: &Arc<Pipeline>, shared: &Shared) -> bool {
             let c = &mut **c;
             c.session
                 .answer_framed(&mut c.framed, &svc, &mut w, &mut c.out);
+            if c.dynamic {
+                c.dynamic = false;
+                exchange(c, shared, &mut w);
+            }
         }
         st.add_items(batch.len() as u64, wait);
         p.stats
@@ -78,6 +83,27 @@ pub(super) fn run(p: &Arc<Pipeline>, shared: &Shared) -> bool {
         log.flush();
     }
     serving
+}
+
+/// A dynamic request (CGI, the work endpoint): write what was answered before it, then run
+/// its blocking exchange on the socket here — this stage is the pipeline's hand-off point,
+/// so a slow script holds a process thread, which the stage's utilisation and queue show.
+/// The connection then goes on to send with nothing left to write, and back to receive.
+fn exchange(c: &mut Conn, shared: &Shared, w: &mut WorkerCtx) {
+    use rustix::fd::AsFd;
+    let fd = c.fd.as_fd();
+    if c.out.is_empty()
+        || crate::dynamic::io::write_all(fd, &mut c.out, c.session.send_timeout_ms, shared)
+    {
+        c.session.http.response_done(w.now_ms);
+        let mut input = std::mem::take(&mut c.session.inbuf);
+        crate::dynamic::exchange(fd, &mut c.session, &mut input, shared, w);
+        c.session.inbuf = input;
+    } else {
+        c.out.clear();
+        c.session.take_dynamic();
+        c.session.close_after_write = true;
+    }
 }
 
 /// Hand answered connections to the send stage, waiting while its queue is full. Returns

@@ -336,7 +336,8 @@ impl Receiver {
                 break; // short read: drained (the edge-triggered contract holds)
             }
         }
-        if !c.framed.is_empty() {
+        c.dynamic = stop == Stop::Dynamic;
+        if !c.framed.is_empty() || c.dynamic {
             let away = Slot::Away {
                 edge: false,
                 hup: false,
