@@ -5,115 +5,42 @@
 mod common;
 
 use common::*;
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-fn admin_addr(s: &Server) -> String {
-    let at = s
-        .banner
-        .split("; admin http://")
-        .nth(1)
-        .expect("admin address in banner");
-    at.trim_end_matches(')').to_string()
-}
-
-fn ctl(admin: &str, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(bin())
-        .arg("ctl")
-        .arg("--admin")
-        .arg(admin)
-        .args(args)
-        .env_remove("GEARSHIFT_ADMIN")
-        .output()
-        .expect("run gearshift ctl");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn status(admin: &str) -> serde_json::Value {
-    let (ok, out, err) = ctl(admin, &["status"]);
-    assert!(ok, "ctl status failed: {err}");
-    serde_json::from_str(&out).expect("status is JSON")
-}
-
-/// Keep-alive clients, each checking every answer, until `stop`. Returns (ok, bad).
-fn load(
-    s: &Server,
-    clients: usize,
-    stop: Arc<AtomicBool>,
-) -> Vec<std::thread::JoinHandle<(usize, usize)>> {
-    let addr = s.addr;
-    let want = std::fs::read(s.root().join("data.bin")).unwrap();
-    (0..clients)
-        .map(|i| {
-            let (stop, want) = (stop.clone(), want.clone());
-            std::thread::spawn(move || {
-                let (mut ok, mut bad) = (0, 0);
-                let deadline = Instant::now() + Duration::from_secs(20);
-                while !stop.load(Ordering::SeqCst) && Instant::now() < deadline {
-                    // A few requests per connection, then a new connection.
-                    let mut c = Conn::open(addr);
-                    for _ in 0..(3 + i % 3) {
-                        let good = c
-                            .try_send(b"GET /data.bin HTTP/1.1\r\nHost: t\r\n\r\n")
-                            .map_err(|e| e.to_string())
-                            .and_then(|_| c.try_response(false))
-                            .is_ok_and(|r| r.status == 200 && r.body == want);
-                        if good {
-                            ok += 1;
-                        } else {
-                            bad += 1;
-                        }
-                    }
-                }
-                (ok, bad)
-            })
-        })
-        .collect()
-}
+use std::time::Duration;
 
 fn resize_under_load(engine: &str, knob: &str, values: &[u64], stat: &str) {
     let s = serve(
         standard_docroot(),
         &["--engine", engine, "--admin", "127.0.0.1:0"],
     );
-    let admin = admin_addr(&s);
-    let st = status(&admin);
+    let admin = admin_of(&s);
+    let st = admin_status(&admin);
     assert_eq!(st["engine"], engine, "{st}");
     let stop = Arc::new(AtomicBool::new(false));
-    let clients = load(&s, 6, stop.clone());
+    let clients = checked_load(&s, 6, &stop, |i| 3 + i % 3, Duration::from_secs(20));
     let changes = AtomicUsize::new(0);
     for &v in values {
-        let (ok, out, err) = ctl(&admin, &["set", &format!("{knob}={v}")]);
+        let (ok, out, err) = run_ctl(&admin, &["set", &format!("{knob}={v}")]);
         assert!(ok, "set {knob}={v}: {out} {err}");
         changes.fetch_add(1, Ordering::SeqCst);
         // /status follows the change (engines reconcile within a tick or two).
         let seen = poll(Duration::from_secs(5), || {
-            let st = status(&admin);
+            let st = admin_status(&admin);
             (st["knobs"][knob] == v && st["workers"][stat] == v).then_some(())
         });
         assert!(
             seen.is_some(),
             "{knob}={v} not reflected: {}",
-            status(&admin)
+            admin_status(&admin)
         );
         std::thread::sleep(Duration::from_millis(150));
     }
     stop.store(true, Ordering::SeqCst);
-    let (mut ok, mut bad) = (0, 0);
-    for c in clients {
-        let (o, b) = c.join().unwrap();
-        ok += o;
-        bad += b;
-    }
+    let Tally { ok, bad, .. } = join_load(clients);
     assert_eq!(bad, 0, "{bad} failed requests out of {}", ok + bad);
     assert!(ok > 100, "the load ran: {ok} requests");
-    let served = status(&admin)["requests"].as_u64().unwrap();
+    let served = admin_status(&admin)["requests"].as_u64().unwrap();
     assert!(
         served >= ok as u64,
         "requests counter {served} < {ok} answered"
@@ -150,20 +77,20 @@ fn event_connections_survive_their_loop_retiring() {
             "127.0.0.1:0",
         ],
     );
-    let admin = admin_addr(&s);
+    let admin = admin_of(&s);
     let mut conns: Vec<Conn> = (0..8).map(|_| Conn::open(s.addr)).collect();
     for c in conns.iter_mut() {
         c.send(b"GET /file.txt HTTP/1.1\r\nHost: t\r\n\r\n");
         assert_eq!(c.response().status, 200);
     }
-    let (ok, _, err) = ctl(&admin, &["set", "workers=1"]);
+    let (ok, _, err) = run_ctl(&admin, &["set", "workers=1"]);
     assert!(ok, "{err}");
     let one = poll(Duration::from_secs(5), || {
-        let st = status(&admin);
+        let st = admin_status(&admin);
         (st["workers"]["workers"] == 1 && st["workers"]["per_worker"].as_array()?.len() == 1)
             .then_some(st)
     });
-    let st = one.unwrap_or_else(|| panic!("loops did not retire: {}", status(&admin)));
+    let st = one.unwrap_or_else(|| panic!("loops did not retire: {}", admin_status(&admin)));
     assert_eq!(
         st["workers"]["connections"], 8,
         "all connections moved to the survivor: {st}"
@@ -184,18 +111,18 @@ fn knob_errors_are_refused_whole() {
         standard_docroot(),
         &["--engine", "pool", "--admin", "127.0.0.1:0"],
     );
-    let admin = admin_addr(&s);
-    let before = status(&admin)["knobs"]["threads"].clone();
-    let (ok, _, err) = ctl(&admin, &["set", "threads=3", "bogus=1"]);
+    let admin = admin_of(&s);
+    let before = admin_status(&admin)["knobs"]["threads"].clone();
+    let (ok, _, err) = run_ctl(&admin, &["set", "threads=3", "bogus=1"]);
     assert!(!ok && err.contains("unknown knob 'bogus'"), "{err}");
-    let (ok, _, err) = ctl(&admin, &["set", "threads=0"]);
+    let (ok, _, err) = run_ctl(&admin, &["set", "threads=0"]);
     assert!(!ok && err.contains("threads: 0 is outside"), "{err}");
     assert_eq!(
-        status(&admin)["knobs"]["threads"],
+        admin_status(&admin)["knobs"]["threads"],
         before,
         "nothing applied"
     );
-    let (ok, out, _) = ctl(&admin, &["knobs"]);
+    let (ok, out, _) = run_ctl(&admin, &["knobs"]);
     assert!(ok && out.contains("\"queue\""), "{out}");
     // The admin interface is not on the public port.
     assert_eq!(s.get("/status").status, 404);
@@ -208,8 +135,8 @@ fn admin_on_a_unix_socket() {
     let sock = sock.to_str().unwrap();
     let s = serve(standard_docroot(), &["--engine", "pool", "--admin", sock]);
     assert!(s.banner.contains(sock), "{}", s.banner);
-    assert_eq!(status(sock)["engine"], "pool");
-    let (ok, _, err) = ctl(sock, &["set", "queue=7"]);
+    assert_eq!(admin_status(sock)["engine"], "pool");
+    let (ok, _, err) = run_ctl(sock, &["set", "queue=7"]);
     assert!(ok, "{err}");
-    assert_eq!(status(sock)["workers"]["queue_cap"], 7);
+    assert_eq!(admin_status(sock)["workers"]["queue_cap"], 7);
 }

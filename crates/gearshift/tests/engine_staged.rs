@@ -10,47 +10,14 @@ mod common;
 use common::*;
 use serde_json::Value;
 use std::io::Read;
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-fn admin_addr(s: &Server) -> String {
-    let at = s
-        .banner
-        .split("; admin http://")
-        .nth(1)
-        .expect("admin address in banner");
-    at.trim_end_matches(')').to_string()
-}
-
-/// `gearshift ctl --admin ADDR ARGS...`: (success, stdout, stderr).
-fn ctl(admin: &str, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(bin())
-        .arg("ctl")
-        .arg("--admin")
-        .arg(admin)
-        .args(args)
-        .env_remove("GEARSHIFT_ADMIN")
-        .output()
-        .expect("run gearshift ctl");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn status(admin: &str) -> Value {
-    let (ok, out, err) = ctl(admin, &["status"]);
-    assert!(ok, "ctl status failed: {err}");
-    serde_json::from_str(&out).expect("status is JSON")
-}
-
 fn set(admin: &str, changes: &[&str]) {
     let mut args = vec!["set"];
     args.extend_from_slice(changes);
-    let (ok, out, err) = ctl(admin, &args);
+    let (ok, out, err) = run_ctl(admin, &args);
     assert!(ok, "set {changes:?}: {out} {err}");
 }
 
@@ -63,77 +30,25 @@ fn staged(args: &[&str]) -> (Server, String) {
     let mut all = vec!["--engine", "staged", "--admin", "127.0.0.1:0"];
     all.extend_from_slice(args);
     let s = serve(standard_docroot(), &all);
-    let admin = admin_addr(&s);
-    assert_eq!(status(&admin)["engine"], "staged");
+    let admin = admin_of(&s);
+    assert_eq!(admin_status(&admin)["engine"], "staged");
     (s, admin)
-}
-
-/// What the load clients saw: answers that were right, wrong, and connections opened.
-#[derive(Default, Debug)]
-struct Tally {
-    ok: usize,
-    bad: usize,
-    conns: usize,
-}
-
-/// `clients` threads, each opening connections and sending a few keep-alive requests for
-/// data.bin on each, checking every answer, until `stop` (at most 30 s).
-fn load(s: &Server, clients: usize, stop: Arc<AtomicBool>) -> Vec<std::thread::JoinHandle<Tally>> {
-    let addr = s.addr;
-    let want = std::fs::read(s.root().join("data.bin")).unwrap();
-    (0..clients)
-        .map(|i| {
-            let (stop, want) = (stop.clone(), want.clone());
-            std::thread::spawn(move || {
-                let mut t = Tally::default();
-                let deadline = Instant::now() + Duration::from_secs(30);
-                while !stop.load(Ordering::SeqCst) && Instant::now() < deadline {
-                    let mut c = Conn::open(addr);
-                    t.conns += 1;
-                    for _ in 0..(2 + i % 4) {
-                        let good = c
-                            .try_send(b"GET /data.bin HTTP/1.1\r\nHost: t\r\n\r\n")
-                            .map_err(|e| e.to_string())
-                            .and_then(|_| c.try_response(false))
-                            .is_ok_and(|r| r.status == 200 && r.body == want);
-                        if good {
-                            t.ok += 1;
-                        } else {
-                            t.bad += 1;
-                        }
-                    }
-                }
-                t
-            })
-        })
-        .collect()
-}
-
-fn finish(clients: Vec<std::thread::JoinHandle<Tally>>) -> Tally {
-    let mut all = Tally::default();
-    for c in clients {
-        let t = c.join().unwrap();
-        all.ok += t.ok;
-        all.bad += t.bad;
-        all.conns += t.conns;
-    }
-    all
 }
 
 /// Poll `/status` until `f` holds (5 s at most); the last status either way.
 fn wait_status(admin: &str, f: impl Fn(&Value) -> bool) -> Result<Value, Value> {
     poll(Duration::from_secs(5), || {
-        let st = status(admin);
+        let st = admin_status(admin);
         f(&st).then_some(st)
     })
-    .ok_or_else(|| status(admin))
+    .ok_or_else(|| admin_status(admin))
 }
 
 #[test]
 fn stage_threads_resize_up_and_down_under_load() {
     let (s, admin) = staged(&["--workers", "2"]);
     let stop = Arc::new(AtomicBool::new(false));
-    let clients = load(&s, 6, stop.clone());
+    let clients = checked_load(&s, 6, &stop, |i| 2 + i % 4, Duration::from_secs(30));
     // Every stage up and down, and threads moved between stages in one change.
     let steps: &[&[(&str, u64)]] = &[
         &[("process_threads", 1)],
@@ -179,7 +94,7 @@ fn stage_threads_resize_up_and_down_under_load() {
         std::thread::sleep(Duration::from_millis(200));
     }
     stop.store(true, Ordering::SeqCst);
-    let t = finish(clients);
+    let t = join_load(clients);
     assert_eq!(
         t.bad,
         0,
@@ -245,11 +160,11 @@ fn full_queues_hold_work_back_without_dropping_it() {
         "1",
     ]);
     let stop = Arc::new(AtomicBool::new(false));
-    let clients = load(&s, 24, stop.clone());
+    let clients = checked_load(&s, 24, &stop, |i| 2 + i % 4, Duration::from_secs(30));
     let t0 = Instant::now();
     let mut samples = 0;
     while t0.elapsed() < Duration::from_secs(2) {
-        let st = status(&admin);
+        let st = admin_status(&admin);
         for name in ["process", "send"] {
             let sg = stage(&st, name);
             assert!(sg["queue"].as_u64() <= Some(1), "bound held: {st}");
@@ -258,7 +173,7 @@ fn full_queues_hold_work_back_without_dropping_it() {
         samples += 1;
     }
     stop.store(true, Ordering::SeqCst);
-    let t = finish(clients);
+    let t = join_load(clients);
     assert_eq!(
         t.bad,
         0,
@@ -287,7 +202,7 @@ fn slow_downloads_survive_their_send_threads_retiring() {
     let mut all = vec!["--engine", "staged", "--admin", "127.0.0.1:0"];
     all.extend_from_slice(&["--staged-send-threads", "4"]);
     let s = serve(root, &all);
-    let admin = admin_addr(&s);
+    let admin = admin_of(&s);
     // Four downloads, one per send thread (round-robin), each far larger than the socket
     // buffers: after a first read the rest waits in its send thread for the socket.
     let mut conns: Vec<(Conn, Vec<u8>)> = (0..4)
@@ -299,7 +214,7 @@ fn slow_downloads_survive_their_send_threads_retiring() {
             (c, got)
         })
         .collect();
-    let st = status(&admin);
+    let st = admin_status(&admin);
     assert_eq!(stage(&st, "send")["running"], 4, "{st}");
     assert_eq!(st["workers"]["connections"], 4, "{st}");
     // Three of the four threads retire, handing what they hold to the survivor.
@@ -374,18 +289,18 @@ fn idle_connections_survive_their_receive_thread_retiring() {
 #[test]
 fn the_budget_is_checked_on_every_change() {
     let (_s, admin) = staged(&["--workers", "4", "--staged-max-threads", "10"]);
-    let before = status(&admin)["knobs"].clone();
+    let before = admin_status(&admin)["knobs"].clone();
     // 1 + 2 + 4 + 2 = 9 of 10: one more thread fits, two do not.
-    let (ok, _, err) = ctl(&admin, &["set", "process_threads=6"]);
+    let (ok, _, err) = run_ctl(&admin, &["set", "process_threads=6"]);
     assert!(
         !ok && err.contains("11 stage threads exceed max_threads 10"),
         "{err}"
     );
-    let (ok, _, err) = ctl(&admin, &["set", "max_threads=8"]);
+    let (ok, _, err) = run_ctl(&admin, &["set", "max_threads=8"]);
     assert!(!ok && err.contains("exceed max_threads 8"), "{err}");
-    let (ok, _, err) = ctl(&admin, &["set", "send_threads=0"]);
+    let (ok, _, err) = run_ctl(&admin, &["set", "send_threads=0"]);
     assert!(!ok && err.contains("send_threads: 0 is outside"), "{err}");
-    assert_eq!(status(&admin)["knobs"], before, "nothing applied");
+    assert_eq!(admin_status(&admin)["knobs"], before, "nothing applied");
     // Moving threads within the budget, and raising the budget with a stage, each in one go.
     set(&admin, &["process_threads=1", "send_threads=5"]);
     set(&admin, &["max_threads=32", "process_threads=20"]);
@@ -422,7 +337,7 @@ fn knobs_come_from_the_staged_table_and_the_command_line() {
         ],
     );
     s.keep.push(dir);
-    let admin = admin_addr(&s);
+    let admin = admin_of(&s);
     let st = wait_status(&admin, |st| stage(st, "send")["running"] == 3)
         .unwrap_or_else(|st| panic!("send threads: {st}"));
     assert_eq!(stage(&st, "receive")["threads"], 3, "from the table: {st}");

@@ -7,118 +7,18 @@
 mod common;
 
 use common::*;
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::{self, sleep};
 use std::time::{Duration, Instant};
-
-/// Children of `ppid` that are not zombies, and how many are zombies.
-fn children_of(ppid: i32) -> (Vec<i32>, usize) {
-    let (mut live, mut zombies) = (Vec::new(), 0);
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse().ok()) else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // "pid (comm) state ppid ...": comm may hold spaces and parentheses.
-        let mut f = stat[stat.rfind(')').unwrap_or(0) + 1..].split_whitespace();
-        let state = f.next().unwrap_or("?");
-        if f.next().and_then(|s| s.parse::<i32>().ok()) == Some(ppid) {
-            if state == "Z" {
-                zombies += 1;
-            } else {
-                live.push(pid);
-            }
-        }
-    }
-    (live, zombies)
-}
-
-/// Sockets a process holds: a worker child holds the listener plus its connections.
-fn sockets(pid: i32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| {
-        d.flatten()
-            .filter(|e| {
-                std::fs::read_link(e.path())
-                    .is_ok_and(|l| l.to_string_lossy().starts_with("socket:"))
-            })
-            .count()
-    })
-}
 
 fn worker(args: &[&str]) -> (Server, String) {
     let mut full = vec!["--engine", "worker", "--admin", "127.0.0.1:0"];
     full.extend_from_slice(args);
     let s = serve(standard_docroot(), &full);
     assert!(s.banner.contains("engine worker"), "{}", s.banner);
-    let admin = s
-        .banner
-        .split("; admin http://")
-        .nth(1)
-        .expect("admin address in banner")
-        .trim_end_matches(')')
-        .to_string();
+    let admin = admin_of(&s);
     (s, admin)
-}
-
-fn ctl(admin: &str, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(bin())
-        .arg("ctl")
-        .arg("--admin")
-        .arg(admin)
-        .args(args)
-        .env_remove("GEARSHIFT_ADMIN")
-        .output()
-        .expect("run gearshift ctl");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn status(admin: &str) -> serde_json::Value {
-    let (ok, out, err) = ctl(admin, &["status"]);
-    assert!(ok, "ctl status failed: {err}");
-    serde_json::from_str(&out).expect("status is JSON")
-}
-
-/// Keep-alive clients checking every answer until `stop` (at most 30 s): each makes a few
-/// requests per connection, then opens a new one. Returns (ok, bad) per client.
-fn load(
-    s: &Server,
-    clients: usize,
-    stop: &Arc<AtomicBool>,
-) -> Vec<thread::JoinHandle<(usize, usize)>> {
-    let want = std::fs::read(s.root().join("data.bin")).unwrap();
-    (0..clients)
-        .map(|i| {
-            let (addr, stop, want) = (s.addr, stop.clone(), want.clone());
-            thread::spawn(move || {
-                let (mut ok, mut bad) = (0, 0);
-                let deadline = Instant::now() + Duration::from_secs(30);
-                while !stop.load(Ordering::SeqCst) && Instant::now() < deadline {
-                    let mut c = Conn::open(addr);
-                    for _ in 0..(3 + i % 3) {
-                        let good = c
-                            .try_send(b"GET /data.bin HTTP/1.1\r\nHost: t\r\n\r\n")
-                            .map_err(|e| e.to_string())
-                            .and_then(|_| c.try_response(false))
-                            .is_ok_and(|r| r.status == 200 && r.body == want);
-                        if good {
-                            ok += 1;
-                        } else {
-                            bad += 1;
-                        }
-                    }
-                }
-                (ok, bad)
-            })
-        })
-        .collect()
 }
 
 #[test]
@@ -133,13 +33,13 @@ fn max_request_workers_resized_up_and_down_under_load() {
         "--worker-max-request-workers=8",
     ]);
     let stop = Arc::new(AtomicBool::new(false));
-    let clients = load(&s, 6, &stop);
+    let clients = checked_load(&s, 6, &stop, |i| 3 + i % 3, Duration::from_secs(30));
     for mrw in [16u64, 4, 24, 8, 40, 4, 12] {
-        let (ok, out, err) = ctl(&admin, &["set", &format!("max_request_workers={mrw}")]);
+        let (ok, out, err) = run_ctl(&admin, &["set", &format!("max_request_workers={mrw}")]);
         assert!(ok, "set max_request_workers={mrw}: {out} {err}");
         let want = mrw / 4;
         let seen = poll(Duration::from_secs(10), || {
-            let st = status(&admin);
+            let st = admin_status(&admin);
             let w = &st["workers"];
             (st["knobs"]["max_request_workers"] == mrw
                 && w["processes"] == want
@@ -150,31 +50,26 @@ fn max_request_workers_resized_up_and_down_under_load() {
         assert!(
             seen.is_some(),
             "max_request_workers={mrw} not reflected: {}",
-            status(&admin)
+            admin_status(&admin)
         );
         sleep(Duration::from_millis(200));
     }
     stop.store(true, Ordering::SeqCst);
-    let (mut ok, mut bad) = (0, 0);
-    for c in clients {
-        let (o, b) = c.join().unwrap();
-        ok += o;
-        bad += b;
-    }
+    let Tally { ok, bad, .. } = join_load(clients);
     assert_eq!(bad, 0, "{bad} failed requests out of {}", ok + bad);
     assert!(ok > 100, "the load ran: {ok} requests");
     // A thread adds its requests to the shared counter just after answering: allow the last
     // ones a moment to land.
     let caught_up = poll(Duration::from_secs(5), || {
-        let served = status(&admin)["requests"].as_u64()?;
+        let served = admin_status(&admin)["requests"].as_u64()?;
         (served >= ok as u64).then_some(())
     });
     assert!(
         caught_up.is_some(),
         "requests counter {} < {ok} answered",
-        status(&admin)["requests"]
+        admin_status(&admin)["requests"]
     );
-    assert_eq!(children_of(s.pid()).1, 0, "no zombies");
+    assert_eq!(zombies_of(s.pid()), 0, "no zombies");
 }
 
 #[test]
@@ -189,7 +84,7 @@ fn child_killed_under_load_is_replaced_and_costs_only_its_connections() {
     .0;
     let pid = s.pid();
     let three = poll(Duration::from_secs(5), || {
-        (children_of(pid).0.len() == 3).then_some(())
+        (live_children(pid).len() == 3).then_some(())
     });
     assert!(
         three.is_some(),
@@ -225,17 +120,17 @@ fn child_killed_under_load_is_replaced_and_costs_only_its_connections() {
     // A child holding client connections (its sockets: the listener plus those).
     let victim = poll(Duration::from_secs(5), || {
         (ok.load(Ordering::Relaxed) > 200)
-            .then(|| children_of(pid).0.into_iter().find(|&c| sockets(c) >= 2))
+            .then(|| live_children(pid).into_iter().find(|&c| sockets(c) >= 2))
             .flatten()
     })
     .expect("no child holding connections under load");
     let held = sockets(victim) - 1;
-    let before = children_of(pid).0;
+    let before = live_children(pid);
     let ok_at_kill = ok.load(Ordering::Relaxed);
     // SAFETY: kill(2) on a child of the server this test started.
     assert_eq!(unsafe { libc::kill(victim, libc::SIGKILL) }, 0);
     let after = poll(Duration::from_secs(3), || {
-        let now = children_of(pid).0;
+        let now = live_children(pid);
         (!now.contains(&victim) && now.len() >= before.len()).then_some(now)
     })
     .unwrap_or_else(|| panic!("child not replaced: {:?}", children_of(pid)));
@@ -258,7 +153,7 @@ fn child_killed_under_load_is_replaced_and_costs_only_its_connections() {
         "load stalled after the kill: {ok_at_kill} -> {ok}"
     );
     assert!(s.is_running());
-    assert_eq!(children_of(pid).1, 0, "no zombies");
+    assert_eq!(zombies_of(pid), 0, "no zombies");
     let log = s.stderr_text();
     assert!(
         log.contains(&format!("child {victim} killed by signal 9")),
@@ -288,10 +183,10 @@ fn idle_keep_alive_connections_are_parked_not_holding_threads() {
     // Ten more that connect and say nothing: parked as well, not holding a thread.
     let silent: Vec<Conn> = (0..10).map(|_| s.conn()).collect();
     let st = poll(Duration::from_secs(5), || {
-        let st = status(&admin);
+        let st = admin_status(&admin);
         (st["workers"]["parked"] == 50).then_some(st)
     })
-    .unwrap_or_else(|| panic!("connections not parked: {}", status(&admin)));
+    .unwrap_or_else(|| panic!("connections not parked: {}", admin_status(&admin)));
     assert_eq!(
         (
             st["workers"]["threads"].as_u64(),
@@ -332,7 +227,7 @@ fn idle_keep_alive_connections_are_parked_not_holding_threads() {
 #[test]
 fn parked_connections_close_after_keepalive_timeout_and_knob_changes_live() {
     let (s, admin) = worker(&["--worker-keepalive-timeout-ms=30000"]);
-    let (ok, _, err) = ctl(&admin, &["set", "keepalive_timeout_ms=1000"]);
+    let (ok, _, err) = run_ctl(&admin, &["set", "keepalive_timeout_ms=1000"]);
     assert!(ok, "{err}");
     let mut c = s.conn();
     c.send(&req("GET", "/file.txt", &[]));
@@ -349,9 +244,9 @@ fn parked_connections_close_after_keepalive_timeout_and_knob_changes_live() {
         start.elapsed()
     );
     let empty = poll(Duration::from_secs(2), || {
-        (status(&admin)["workers"]["parked"] == 0).then_some(())
+        (admin_status(&admin)["workers"]["parked"] == 0).then_some(())
     });
-    assert!(empty.is_some(), "{}", status(&admin));
+    assert!(empty.is_some(), "{}", admin_status(&admin));
 }
 
 #[test]
@@ -371,17 +266,17 @@ fn apache_rules_are_enforced_at_start_and_live() {
     let err = refused("--worker-max-request-workers=500");
     assert!(err.contains("above worker.server_limit (16)"), "{err}");
     let (_s, admin) = worker(&[]);
-    let (ok, _, err) = ctl(&admin, &["set", "threads_per_child=10"]);
+    let (ok, _, err) = run_ctl(&admin, &["set", "threads_per_child=10"]);
     assert!(
         !ok && err.contains("max_request_workers: 400 needs 40 children"),
         "{err}"
     );
-    let (ok, _, err) = ctl(&admin, &["set", "thread_limit=65"]);
+    let (ok, _, err) = run_ctl(&admin, &["set", "thread_limit=65"]);
     assert!(
         !ok && err.contains("thread_limit: 65 is outside 1..=64"),
         "{err}"
     );
-    let st = status(&admin);
+    let st = admin_status(&admin);
     assert_eq!(
         (
             st["knobs"]["threads_per_child"].as_u64(),
@@ -403,7 +298,7 @@ fn sigterm_finishes_in_flight_requests_exits_0_and_leaves_no_child() {
     ]);
     let pid = s.pid();
     let two = poll(Duration::from_secs(5), || {
-        let k = children_of(pid).0;
+        let k = live_children(pid);
         (k.len() >= 2).then_some(k)
     })
     .unwrap_or_else(|| panic!("children not started: {:?}", children_of(pid)));
@@ -453,7 +348,7 @@ fn toml_section_and_one_idle_child_retired_per_second() {
     );
     let (mut s, admin) = worker(&["--config", &path, "--listen=127.0.0.1:0", "--workers=6"]);
     s.keep.push(cfg);
-    let st = status(&admin);
+    let st = admin_status(&admin);
     assert_eq!(
         st["knobs"]["max_request_workers"], 16,
         "max_clients is MaxRequestWorkers: {st}"
@@ -461,7 +356,7 @@ fn toml_section_and_one_idle_child_retired_per_second() {
     assert_eq!(st["knobs"]["threads_per_child"], 2, "{st}");
     let pid = s.pid();
     let six = poll(Duration::from_secs(5), || {
-        (children_of(pid).0.len() == 6).then_some(())
+        (live_children(pid).len() == 6).then_some(())
     });
     assert!(
         six.is_some(),
@@ -472,7 +367,7 @@ fn toml_section_and_one_idle_child_retired_per_second() {
     let (mut count, mut drops) = (6, Vec::new());
     while start.elapsed() < Duration::from_secs(12) && count > 2 {
         sleep(Duration::from_millis(50));
-        let now = children_of(pid).0.len();
+        let now = live_children(pid).len();
         if now < count {
             drops.push((start.elapsed(), count - now));
         }
@@ -490,11 +385,11 @@ fn toml_section_and_one_idle_child_retired_per_second() {
         );
     }
     sleep(Duration::from_millis(1500));
-    let st = status(&admin);
+    let st = admin_status(&admin);
     assert_eq!(
-        (children_of(pid).0.len(), st["workers"]["idle"].as_u64()),
+        (live_children(pid).len(), st["workers"]["idle"].as_u64()),
         (2, Some(4)),
         "{st}"
     );
-    assert_eq!(children_of(pid).1, 0, "no zombies");
+    assert_eq!(zombies_of(pid), 0, "no zombies");
 }

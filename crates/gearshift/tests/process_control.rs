@@ -11,7 +11,7 @@ use common::*;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::{sleep, JoinHandle};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const ENGINES: [&str; 2] = ["fork", "prefork"];
 
@@ -39,48 +39,11 @@ fn start(engine: &str, toml: &str, extra: &[&str]) -> Server {
     s
 }
 
-/// Keep-alive clients (3 to 5 requests a connection, then a new one), checking every
-/// answer, until `stop` or 60 s. Each returns (ok, bad).
-fn load(s: &Server, clients: usize, stop: &Arc<AtomicBool>) -> Vec<JoinHandle<(usize, usize)>> {
-    let addr = s.addr;
-    let want = std::fs::read(s.root().join("data.bin")).unwrap();
-    (0..clients)
-        .map(|i| {
-            let (stop, want) = (stop.clone(), want.clone());
-            std::thread::spawn(move || {
-                let (mut ok, mut bad) = (0, 0);
-                let deadline = Instant::now() + Duration::from_secs(60);
-                while !stop.load(Ordering::SeqCst) && Instant::now() < deadline {
-                    let mut c = Conn::open(addr);
-                    for _ in 0..(3 + i % 3) {
-                        let good = c
-                            .try_send(b"GET /data.bin HTTP/1.1\r\nHost: t\r\n\r\n")
-                            .map_err(|e| e.to_string())
-                            .and_then(|_| c.try_response(false))
-                            .is_ok_and(|r| r.status == 200 && r.body == want);
-                        if good {
-                            ok += 1;
-                        } else {
-                            bad += 1;
-                        }
-                    }
-                }
-                (ok, bad)
-            })
-        })
-        .collect()
-}
-
 /// Stop the load; every request must have been answered correctly, and the server's
 /// request counter (children's scoreboard slots, summed by the master) must count them.
-fn finish(admin: &str, stop: &Arc<AtomicBool>, clients: Vec<JoinHandle<(usize, usize)>>) {
+fn finish(admin: &str, stop: &Arc<AtomicBool>, clients: Vec<JoinHandle<Tally>>) {
     stop.store(true, Ordering::SeqCst);
-    let (mut ok, mut bad) = (0, 0);
-    for c in clients {
-        let (o, b) = c.join().unwrap();
-        ok += o;
-        bad += b;
-    }
+    let Tally { ok, bad, .. } = join_load(clients);
     assert_eq!(bad, 0, "{bad} failed requests out of {}", ok + bad);
     assert!(ok > 100, "the load ran: {ok} requests");
     let counted = poll(Duration::from_secs(3), || {
@@ -176,7 +139,7 @@ fn fork_max_children_changes_live_under_load() {
     let admin = admin_of(&s);
     let clients = 6;
     let stop = Arc::new(AtomicBool::new(false));
-    let running = load(&s, clients, &stop);
+    let running = checked_load(&s, clients, &stop, |i| 3 + i % 3, Duration::from_secs(60));
     let limit = Duration::from_secs(10);
     for v in [1u64, 8, 2, 16, 1, 4] {
         // Never more children than the knob; and as many as the crowd keeps busy, at least
@@ -200,7 +163,7 @@ fn prefork_knobs_change_live_under_load() {
     let s = start("prefork", toml, &[]);
     let admin = admin_of(&s);
     let stop = Arc::new(AtomicBool::new(false));
-    let running = load(&s, 6, &stop);
+    let running = checked_load(&s, 6, &stop, |i| 3 + i % 3, Duration::from_secs(60));
     let limit = Duration::from_secs(15);
     let processes = |w: &serde_json::Value| n(w, "processes");
     // MaxRequestWorkers up and down: the pool follows within the bound (spawn rate

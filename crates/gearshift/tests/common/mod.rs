@@ -3,10 +3,13 @@
 //! test can hang. Only std (plus libc for signals).
 #![allow(dead_code)]
 
+mod checked;
 mod client;
 mod date;
 mod procs;
 
+#[allow(unused_imports)]
+pub use checked::*;
 #[allow(unused_imports)]
 pub use client::*;
 #[allow(unused_imports)]

@@ -1,0 +1,67 @@
+//! The bounded, checked keep-alive load the live-resize tests of every engine run while
+//! they turn knobs: client threads open connections, send a few keep-alive GETs of
+//! data.bin on each, and count every answer as good (200 and the exact bytes) or bad.
+
+use super::{Conn, Server};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+/// What the clients saw: answers checked good or bad, and connections opened.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Tally {
+    pub ok: usize,
+    pub bad: usize,
+    pub conns: usize,
+}
+
+/// `clients` threads loading `s` until `stop` or `limit`; client `i` sends `per_conn(i)`
+/// requests on each connection before opening the next.
+pub fn checked_load(
+    s: &Server,
+    clients: usize,
+    stop: &Arc<AtomicBool>,
+    per_conn: fn(usize) -> usize,
+    limit: Duration,
+) -> Vec<JoinHandle<Tally>> {
+    let want = std::fs::read(s.root().join("data.bin")).unwrap();
+    (0..clients)
+        .map(|i| {
+            let (addr, stop, want) = (s.addr, stop.clone(), want.clone());
+            thread::spawn(move || {
+                let mut t = Tally::default();
+                let deadline = Instant::now() + limit;
+                while !stop.load(Ordering::SeqCst) && Instant::now() < deadline {
+                    let mut c = Conn::open(addr);
+                    t.conns += 1;
+                    for _ in 0..per_conn(i) {
+                        let good = c
+                            .try_send(b"GET /data.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+                            .map_err(|e| e.to_string())
+                            .and_then(|_| c.try_response(false))
+                            .is_ok_and(|r| r.status == 200 && r.body == want);
+                        if good {
+                            t.ok += 1;
+                        } else {
+                            t.bad += 1;
+                        }
+                    }
+                }
+                t
+            })
+        })
+        .collect()
+}
+
+/// Join the clients and add up what they saw.
+pub fn join_load(clients: Vec<JoinHandle<Tally>>) -> Tally {
+    let mut all = Tally::default();
+    for c in clients {
+        let t = c.join().unwrap();
+        all.ok += t.ok;
+        all.bad += t.bad;
+        all.conns += t.conns;
+    }
+    all
+}
