@@ -140,3 +140,44 @@ fn admin_on_a_unix_socket() {
     assert!(ok, "{err}");
     assert_eq!(admin_status(sock)["workers"]["queue_cap"], 7);
 }
+
+/// Idle pool threads sleep up to 5 s at a time (pool's IDLE_WAIT, to spare ~5,000 wake-ups a
+/// second with 1,100 threads); a shrink and a drain must still reach them at once, because
+/// both are signalled under the queue lock.
+#[test]
+fn idle_pool_threads_retire_and_drain_without_waiting_out_their_sleep() {
+    let mut s = serve(
+        standard_docroot(),
+        &[
+            "--engine",
+            "pool",
+            "--workers",
+            "8",
+            "--admin",
+            "127.0.0.1:0",
+        ],
+    );
+    let admin = admin_addr(&s);
+    let mut c = Conn::open(s.addr);
+    c.send(b"GET /file.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    assert_eq!(c.response().status, 200);
+    drop(c);
+    // Past the first 200 ms tick: every thread is in its long idle sleep.
+    std::thread::sleep(Duration::from_millis(800));
+    let (ok, _, err) = ctl(&admin, &["set", "threads=2"]);
+    assert!(ok, "{err}");
+    let shrunk = poll(Duration::from_millis(1500), || {
+        (status(&admin)["workers"]["threads"] == 2).then_some(())
+    });
+    assert!(shrunk.is_some(), "not retired: {}", status(&admin));
+    std::thread::sleep(Duration::from_millis(800));
+    let t = Instant::now();
+    s.signal(libc::SIGTERM);
+    let st = s.wait_exit(Duration::from_secs(10)).expect("server exits");
+    assert!(st.success(), "{st:?}");
+    assert!(
+        t.elapsed() < Duration::from_millis(2500),
+        "drain waited out the idle sleep: {:?}",
+        t.elapsed()
+    );
+}

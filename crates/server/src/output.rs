@@ -160,7 +160,9 @@ impl Batch {
             };
             n += 1;
         }
-        let mut flags = SendFlags::NOSIGNAL;
+        // DONTWAIT: never block here, also on the blocking sockets of the thread and
+        // process engines (they wait in poll while the socket is full).
+        let mut flags = SendFlags::NOSIGNAL | SendFlags::DONTWAIT;
         if more {
             flags |= SendFlags::MORE;
         }

@@ -356,6 +356,47 @@ impl Pipeline {
             self.stats.connections.fetch_sub(1, Ordering::Relaxed);
         }
     }
+    /// `return_home` for a round's worth of connections (emptied): one push, and at most
+    /// one wake-up, per home thread instead of one per connection, so a home that wakes
+    /// does not take them one at a time while the sender is preempted in between.
+    fn return_home_all(&self, done: &mut Vec<Box<Conn>>) {
+        let st = self.stats.stage(Stage::Receive);
+        let now_ns = self.stats.now_ns();
+        while let Some(first) = done.first() {
+            let Some((home, _)) = &first.home else {
+                let c = done.swap_remove(0);
+                self.return_home(c);
+                continue;
+            };
+            let home = home.clone();
+            let mut mine: Vec<Box<Conn>> = Vec::new();
+            let mut i = 0;
+            while i < done.len() {
+                if done[i]
+                    .home
+                    .as_ref()
+                    .is_some_and(|(m, _)| Arc::ptr_eq(m, &home))
+                {
+                    mine.push(done.swap_remove(i));
+                } else {
+                    i += 1;
+                }
+            }
+            let n = mine.len();
+            for c in mine.iter_mut() {
+                c.queued_ns = now_ns;
+            }
+            st.queued.fetch_add(n, Ordering::Relaxed);
+            if !home.push(&mut mine) {
+                // The home thread exited: to any receive thread, one by one.
+                st.queued.fetch_sub(n, Ordering::Relaxed);
+                for mut c in mine {
+                    c.home = None;
+                    self.return_home(c);
+                }
+            }
+        }
+    }
 }
 
 impl super::Engine for StagedEngine {

@@ -284,6 +284,8 @@ impl WorkQueue {
     ) -> u64 {
         let mut waited: Option<Instant> = None;
         let mut q = lock(&self.state);
+        // Wake an idle consumer after unlocking, so it does not wake into a held lock.
+        let mut wake = false;
         while !batch.is_empty() {
             let cap = st.queue_cap.load(Ordering::Relaxed).max(1);
             let room = if stop() {
@@ -292,6 +294,9 @@ impl WorkQueue {
                 cap.saturating_sub(q.items.len())
             };
             if room == 0 {
+                if std::mem::take(&mut wake) {
+                    self.filled.notify_one(); // before waiting for them to make room
+                }
                 waited.get_or_insert_with(Instant::now);
                 q.full += 1;
                 q = self
@@ -305,9 +310,11 @@ impl WorkQueue {
             let k = room.min(batch.len());
             q.items.extend(batch.drain(..k));
             st.queued.store(q.items.len(), Ordering::Relaxed);
-            if q.idle > 0 {
-                self.filled.notify_one();
-            }
+            wake |= q.idle > 0;
+        }
+        drop(q);
+        if wake {
+            self.filled.notify_one();
         }
         waited.map_or(0, |t| t.elapsed().as_nanos() as u64)
     }
@@ -328,11 +335,15 @@ impl WorkQueue {
         let n = q.items.len().div_ceil(threads.max(1)).min(max.max(1));
         into.extend(q.items.drain(..n));
         st.queued.store(q.items.len(), Ordering::Relaxed);
-        if !q.items.is_empty() && q.idle > 0 {
+        // Notified after unlocking, so the woken thread does not wake into a held lock.
+        let pass_on = !q.items.is_empty() && q.idle > 0;
+        let room = n > 0 && q.full > 0;
+        drop(q);
+        if pass_on {
             // Pass the rest on to another idle thread.
             self.filled.notify_one();
         }
-        if n > 0 && q.full > 0 {
+        if room {
             self.emptied.notify_all();
         }
     }

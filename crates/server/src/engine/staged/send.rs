@@ -1,8 +1,8 @@
 //! Send stage: threads that write the output batches process made, with non-blocking
 //! writes (sendmsg for memory, sendfile for files, as in every engine). A connection whose
 //! socket is full waits in the thread's own epoll set for EPOLLOUT, bounded by the send
-//! timeout. Once its response is out it goes back to its home receive thread, not to
-//! accept: to be read again (keep-alive), or half-closed here first to linger there (the
+//! timeout. Once its response is out it goes back to its home receive thread (those done
+//! in one round together, one wake-up per home), not to accept: to be read again (keep-alive), or half-closed here first to linger there (the
 //! final answer), or to be closed (write error, timeout). A retiring thread hands its
 //! waiting connections to the other send threads.
 
@@ -29,6 +29,8 @@ pub(super) struct Sender {
     /// Connections waiting for their socket to take more output.
     blocked: Slab<Box<Conn>>,
     arrivals: Vec<Box<Conn>>,
+    /// Connections done this round, returned home together at its end.
+    returns: Vec<Box<Conn>>,
     retiring: bool,
     now_ms: u64,
     bytes: u64,
@@ -53,6 +55,7 @@ impl Sender {
             mailbox,
             blocked: Slab::new(),
             arrivals: Vec::new(),
+            returns: Vec::new(),
             retiring: false,
             now_ms: 0,
             bytes: 0,
@@ -91,6 +94,9 @@ impl Sender {
             if self.now_ms >= last_tick + TICK_MS {
                 last_tick = self.now_ms;
                 self.tick();
+            }
+            if !self.returns.is_empty() {
+                p.return_home_all(&mut self.returns);
             }
             if self.bytes > 0 {
                 p.stats.bytes_sent.fetch_add(self.bytes, Ordering::Relaxed);
@@ -220,13 +226,13 @@ impl Sender {
         } else {
             Next::Serve
         };
-        self.p.return_home(c);
+        self.returns.push(c);
     }
 
     fn fail(&mut self, mut c: Box<Conn>) {
         c.out.clear();
         c.next = Next::Drop;
-        self.p.return_home(c);
+        self.returns.push(c);
     }
 
     /// Hand a connection to another send thread (retiring); kept if there is none.
