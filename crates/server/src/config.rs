@@ -41,6 +41,8 @@ pub struct Config {
     pub worker: WorkerConfig,
     /// Knobs of the `staged` engine (paper 002).
     pub staged: StagedConfig,
+    /// Sensors, online controller and trajectory log (issue 7).
+    pub control: crate::live::LiveConfig,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -247,6 +249,7 @@ impl Default for Config {
             prefork: PreforkConfig::default(),
             worker: WorkerConfig::default(),
             staged: StagedConfig::default(),
+            control: crate::live::LiveConfig::default(),
         }
     }
 }
@@ -350,6 +353,7 @@ impl Config {
     /// Check every value; the error is one line naming the option.
     pub fn validate(&self) -> Result<(), String> {
         self.listen_addr()?;
+        self.control.validate()?;
         if !crate::engine::NAMES.contains(&self.engine.as_str()) {
             return Err(format!(
                 "engine: unknown engine '{}' (known: {})",

@@ -11,6 +11,8 @@ pub mod defaults;
 pub mod engine;
 pub mod files;
 pub mod knobs;
+pub mod live;
+pub mod metrics;
 pub mod output;
 pub mod respond;
 pub mod service;
@@ -54,8 +56,12 @@ pub fn serve(
     }
     let engine = engine::build(&config)?;
     let shutdown_ms = config.shutdown_timeout_ms;
+    let control_cfg = config.control.clone();
     let service = Service::new(config, None)?;
     let shared = Arc::new(Shared::new(service));
+    // The sampler's own descriptor of the listener, for TCP_INFO (closed when draining).
+    let probe = rustix::fd::AsFd::as_fd(&listener).try_clone_to_owned().ok();
+    control.set_sampler(live::Sampler::new(&control_cfg, probe, &shared)?);
     let started = Started {
         addr: listener.local_addr().map_err(|e| format!("listen: {e}"))?,
         admin: admin_at,

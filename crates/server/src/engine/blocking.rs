@@ -37,7 +37,7 @@ pub struct Worker {
 impl Worker {
     pub fn new(shared: &Shared) -> Worker {
         Worker {
-            w: WorkerCtx::new(shared.now_ms(), unix_now()),
+            w: WorkerCtx::new(shared.now_ms(), unix_now()).counting(shared),
             buf: vec![0; crate::defaults::READ_BUF],
             batch: Batch::default(),
             last_flush_ms: 0,
@@ -94,6 +94,7 @@ impl Worker {
         // Non-blocking, waiting in poll: a stalled client then cannot hold the worker past
         // the send timeout or a drain deadline.
         let _ = rustix::io::ioctl_fionbio(fd, true);
+        shared.counters.connection();
         Session::new(&svc, peer, self.w.now_ms)
     }
 
@@ -173,7 +174,7 @@ impl Worker {
                     self.batch.clear();
                     return None;
                 }
-                session.http.response_done(self.w.now_ms);
+                session.written(self.w.now_ms);
                 if stop != Stop::OutputFull {
                     break;
                 }

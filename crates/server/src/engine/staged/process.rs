@@ -21,7 +21,7 @@ const MAX_TAKE: usize = 32;
 /// Serve until retired or drained. Returns whether the thread still counted as serving.
 pub(super) fn run(p: &Arc<Pipeline>, shared: &Shared) -> bool {
     let st = p.stats.stage(Stage::Process);
-    let mut w = WorkerCtx::new(shared.now_ms(), unix_now());
+    let mut w = WorkerCtx::new(shared.now_ms(), unix_now()).counting(shared);
     let mut batch: Vec<Box<Conn>> = Vec::new();
     let mut last_flush = 0;
     let mut counted = 0;
