@@ -2,7 +2,9 @@
 //! it. Signals only set flags and write a byte to a self-pipe (async-signal-safe, via
 //! signal-hook), so the master's loop can wait on the pipe with a timeout and stay
 //! single-threaded (engines that fork require that). `Shared` is what workers of any engine
-//! read: the current `Service`, the drain flag, and wakers to interrupt their waits.
+//! read: the current `Service`, the drain flag, and wakers to interrupt their waits. The
+//! master also samples the sensors and runs the online controller from here (`sample`,
+//! whose due time caps `wait`), so that too stays on the single master thread.
 
 use crate::service::Service;
 use arc_swap::ArcSwap;

@@ -59,9 +59,9 @@ pub fn serve(
     let control_cfg = config.control.clone();
     let service = Service::new(config, None)?;
     let shared = Arc::new(Shared::new(service));
-    // The sampler's own descriptor of the listener, for TCP_INFO (closed when draining).
-    let probe = rustix::fd::AsFd::as_fd(&listener).try_clone_to_owned().ok();
-    control.set_sampler(live::Sampler::new(&control_cfg, probe, &shared)?);
+    // The sampler reads the listener's accept queue (TCP_INFO) until the server drains.
+    let probe = std::os::fd::AsRawFd::as_raw_fd(&listener);
+    control.set_sampler(live::Sampler::new(&control_cfg, Some(probe), &shared)?);
     let started = Started {
         addr: listener.local_addr().map_err(|e| format!("listen: {e}"))?,
         admin: admin_at,

@@ -8,6 +8,7 @@ use crate::control::Shared;
 use crate::metrics::{self, procfs};
 use gearshift_control::{Measurement, StageMeasurement};
 use serde_json::Value;
+use std::os::fd::BorrowedFd;
 
 /// Mean accept-queue wait by Little's law, W = L / lambda: `queue_len` connections waiting
 /// (sampled at the end of the interval) and `accepted` connections taken off the queue in
@@ -78,8 +79,8 @@ impl Sampler {
         self.last = snap;
         let queue = self
             .listener
-            .as_ref()
-            .and_then(procfs::accept_queue)
+            // SAFETY: open while `listener` is Some (see the field's documentation).
+            .and_then(|fd| procfs::accept_queue(unsafe { BorrowedFd::borrow_raw(fd) }))
             .map_or(0.0, |(len, _)| len as f64);
         let usage = procfs::usage();
         let ticks = usage.ticks.saturating_sub(self.last_ticks);

@@ -13,9 +13,9 @@ mod measure;
 use crate::control::Shared;
 use crate::metrics::{self, Snapshot};
 use gearshift_control::{Knobs, Measurement, Supervisor};
-use rustix::fd::OwnedFd;
 use serde_json::{json, Value};
 use std::io::Write;
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
@@ -92,9 +92,12 @@ pub struct Sampler {
     last: Snapshot,
     last_ticks: u64,
     last_overflows: u64,
-    /// A duplicate of the listening socket for TCP_INFO; dropped when the server drains so
-    /// the listener really closes when the engine closes its own.
-    listener: Option<OwnedFd>,
+    /// The engine's listening socket, for TCP_INFO. Not a duplicate: a duplicate would be
+    /// inherited by forked children and keep the socket listening after the engine closed
+    /// it. Engines close their listener only once the server drains, and the sampler stops
+    /// using the descriptor as soon as it sees the drain (on the same master thread that
+    /// starts it), so the descriptor is open whenever it is used.
+    listener: Option<RawFd>,
     supervisor: Option<Supervisor>,
     trajectory: Option<std::io::BufWriter<std::fs::File>>,
     clk_tck: u64,
@@ -104,7 +107,7 @@ pub struct Sampler {
 impl Sampler {
     pub fn new(
         cfg: &LiveConfig,
-        listener: Option<OwnedFd>,
+        listener: Option<RawFd>,
         shared: &Shared,
     ) -> Result<Sampler, String> {
         let supervisor = match cfg.control() {
@@ -150,14 +153,14 @@ impl Sampler {
 
     /// Sample, control and publish if an interval has passed.
     pub fn tick(&mut self, shared: &Shared) {
+        if shared.draining.load(Ordering::SeqCst) {
+            self.listener = None;
+        }
         let now = metrics::now_us();
         if now < self.next_us {
             return;
         }
         self.next_us = (self.next_us + self.interval_us).max(now + self.interval_us / 2);
-        if shared.draining.load(Ordering::SeqCst) {
-            self.listener = None;
-        }
         let m = self.measure(shared, now);
         let decision = self.control(shared, &m);
         self.log(shared, &m);
