@@ -324,3 +324,27 @@ fn staged_stages_are_measured_and_keta_sets_stage_knobs() {
         "{m:?}"
     );
 }
+
+#[test]
+fn bad_control_settings_are_refused_in_one_line() {
+    let root = standard_docroot();
+    let cases: [(&[&str], &str); 3] = [
+        (&["--controller", "pid"], "unknown controller 'pid'"),
+        (
+            &["--controller", "apache", "--control-interval-ms", "5"],
+            "control.interval_ms: 5 is below",
+        ),
+        (
+            &["--control-trajectory", "/definitely/not/here/t.jsonl"],
+            "control.trajectory",
+        ),
+    ];
+    for (flags, want) in cases {
+        let mut args = vec!["serve".to_string(), root.str()];
+        args.extend(flags.iter().map(|s| s.to_string()));
+        let (st, _out, err) = run_to_exit(command(&args, &[], None));
+        assert!(!st.success(), "{flags:?} accepted");
+        let line = err.lines().find(|l| l.contains(want));
+        assert!(line.is_some(), "{flags:?}: {err}");
+    }
+}
