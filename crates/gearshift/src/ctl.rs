@@ -1,6 +1,7 @@
 //! `gearshift ctl`: the command-line client of the admin interface. `status` prints the
 //! running server's `/status`; `set KNOB=VALUE ...` changes knobs live (all-or-nothing);
-//! `knobs` lists them with their bounds. It speaks plain HTTP/1.1 over TCP or a Unix socket.
+//! `knobs` lists them with their bounds; `freeze` and `unfreeze` stop and restart the online
+//! controller; `metrics` prints the Prometheus text. It speaks plain HTTP/1.1 over TCP or a Unix socket.
 
 use clap::{Args, Subcommand};
 use std::io::{Read, Write};
@@ -26,6 +27,12 @@ enum CtlCommand {
         #[arg(required = true, value_parser = parse_assignment)]
         changes: Vec<(String, u64)>,
     },
+    /// Stop the online controller from changing knobs (it keeps sampling).
+    Freeze,
+    /// Let the online controller change knobs again.
+    Unfreeze,
+    /// Metrics in Prometheus text format.
+    Metrics,
 }
 
 fn parse_assignment(s: &str) -> Result<(String, u64), String> {
@@ -42,6 +49,9 @@ pub fn run(args: CtlArgs) -> Result<(), String> {
     let (method, path, body) = match &args.command {
         CtlCommand::Status => ("GET", "/status", String::new()),
         CtlCommand::Knobs => ("GET", "/knobs", String::new()),
+        CtlCommand::Freeze => ("PUT", "/control", r#"{"frozen": true}"#.to_string()),
+        CtlCommand::Unfreeze => ("PUT", "/control", r#"{"frozen": false}"#.to_string()),
+        CtlCommand::Metrics => ("GET", "/metrics", String::new()),
         CtlCommand::Set { changes } => {
             let obj: serde_json::Map<String, serde_json::Value> = changes
                 .iter()

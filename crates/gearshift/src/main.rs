@@ -80,6 +80,37 @@ struct ServeArgs {
     staged: StagedArgs,
     #[command(flatten)]
     worker: worker_args::WorkerArgs,
+    #[command(flatten)]
+    control: ControlArgs,
+}
+
+/// The online controller (the `[control]` TOML table; `gearshift ctl freeze` stops it).
+#[derive(Args, Clone, Default)]
+struct ControlArgs {
+    /// Controller tuning the engine's knobs while it serves: static, apache, newton, fuzzy,
+    /// saturation, keta or gearshift.
+    #[arg(long, env = "GEARSHIFT_CONTROLLER")]
+    controller: Option<String>,
+    /// Sampling interval of the sensors and the controller, ms.
+    #[arg(long, env = "GEARSHIFT_CONTROL_INTERVAL_MS")]
+    control_interval_ms: Option<u64>,
+    /// JSON-lines trajectory log, one line per sampling interval.
+    #[arg(long, env = "GEARSHIFT_CONTROL_TRAJECTORY")]
+    control_trajectory: Option<PathBuf>,
+}
+
+impl ControlArgs {
+    fn apply(&self, c: &mut gearshift_server::live::LiveConfig) {
+        if let Some(v) = &self.controller {
+            c.controller = v.clone();
+        }
+        if let Some(v) = self.control_interval_ms {
+            c.interval_ms = v;
+        }
+        if let Some(v) = &self.control_trajectory {
+            c.trajectory = v.clone();
+        }
+    }
 }
 
 /// Knobs of the `staged` engine (the `[staged]` TOML table; live: `gearshift ctl set`).
@@ -164,6 +195,7 @@ fn load_config(a: &ServeArgs) -> Result<Config, String> {
     }
     a.staged.apply(&mut c.staged);
     a.worker.apply(&mut c.worker);
+    a.control.apply(&mut c.control);
     c.static_files.listing |= a.listing;
     c.static_files.hidden |= a.hidden;
     if a.no_cache {

@@ -7,7 +7,7 @@ mod common;
 use common::*;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 fn resize_under_load(engine: &str, knob: &str, values: &[u64], stat: &str) {
     let s = serve(
@@ -157,19 +157,19 @@ fn idle_pool_threads_retire_and_drain_without_waiting_out_their_sleep() {
             "127.0.0.1:0",
         ],
     );
-    let admin = admin_addr(&s);
+    let admin = admin_of(&s);
     let mut c = Conn::open(s.addr);
     c.send(b"GET /file.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
     assert_eq!(c.response().status, 200);
     drop(c);
     // Past the first 200 ms tick: every thread is in its long idle sleep.
     std::thread::sleep(Duration::from_millis(800));
-    let (ok, _, err) = ctl(&admin, &["set", "threads=2"]);
+    let (ok, _, err) = run_ctl(&admin, &["set", "threads=2"]);
     assert!(ok, "{err}");
     let shrunk = poll(Duration::from_millis(1500), || {
-        (status(&admin)["workers"]["threads"] == 2).then_some(())
+        (admin_status(&admin)["workers"]["threads"] == 2).then_some(())
     });
-    assert!(shrunk.is_some(), "not retired: {}", status(&admin));
+    assert!(shrunk.is_some(), "not retired: {}", admin_status(&admin));
     std::thread::sleep(Duration::from_millis(800));
     let t = Instant::now();
     s.signal(libc::SIGTERM);

@@ -1,7 +1,8 @@
 //! The admin interface, on its own listener (TCP `IP:PORT` or a Unix socket path), never on
-//! the public port: `GET /status` (engine, knobs, counters, engine statistics as JSON),
-//! `GET /knobs` (definitions and values) and `PUT /knobs` (a JSON object of new values,
-//! applied all-or-nothing). The engine's master serves it inline between its other duties,
+//! the public port: `GET /status` (engine, knobs, counters, engine statistics, controller
+//! and sensors as JSON), `GET /knobs` (definitions and values), `PUT /knobs` (a JSON object
+//! of new values, applied all-or-nothing), `GET /metrics` (Prometheus text) and
+//! `PUT /control` (`{"frozen": true}` freezes the online controller). The engine's master serves it inline between its other duties,
 //! one short request per connection, so a master that forks stays single-threaded.
 
 use crate::control::Shared;
@@ -110,20 +111,36 @@ impl Stream for std::os::unix::net::UnixStream {
 
 fn serve_stream(mut s: impl Stream, shared: &Shared) {
     s.timeouts(IO_TIMEOUT);
-    let (status, body) = match read_request(&mut s) {
-        Ok((method, path, body)) => route(&method, &path, &body, shared),
-        Err((status, msg)) => (status, json!({ "error": msg })),
+    let (status, body, content_type): (u16, Vec<u8>, &[u8]) = match read_request(&mut s) {
+        Ok((Method::Get, path, _)) if path == "/metrics" => (
+            200,
+            shared.scrape().into_bytes(),
+            b"application/openmetrics-text; version=1.0.0; charset=utf-8",
+        ),
+        Ok((method, path, body)) => {
+            let (status, v) = route(&method, &path, &body, shared);
+            (status, json_body(&v), b"application/json")
+        }
+        Err((status, msg)) => (
+            status,
+            json_body(&json!({ "error": msg })),
+            b"application/json",
+        ),
     };
-    let body = serde_json::to_vec_pretty(&body).unwrap_or_default();
     let mut out = Vec::with_capacity(body.len() + 128);
     status_line(&mut out, status);
-    header(&mut out, "Content-Type", b"application/json");
-    header_u64(&mut out, "Content-Length", body.len() as u64 + 1);
+    header(&mut out, "Content-Type", content_type);
+    header_u64(&mut out, "Content-Length", body.len() as u64);
     header(&mut out, "Connection", b"close");
     out.extend_from_slice(b"\r\n");
     out.extend_from_slice(&body);
-    out.push(b'\n');
     let _ = s.write_all(&out);
+}
+
+fn json_body(v: &Value) -> Vec<u8> {
+    let mut body = serde_json::to_vec_pretty(v).unwrap_or_default();
+    body.push(b'\n');
+    body
 }
 
 type Request = (Method, String, Vec<u8>);
@@ -185,12 +202,33 @@ fn route(method: &Method, path: &str, body: &[u8], shared: &Shared) -> (u16, Val
                 Err(e) => (400, json!({ "error": e })),
             },
         },
-        (_, "/status") | (_, "/knobs") => (405, json!({ "error": "method not allowed" })),
+        (Method::Put, "/control") => match parse_frozen(body) {
+            Err(e) => (400, json!({ "error": e })),
+            Ok(frozen) => {
+                shared
+                    .live
+                    .frozen
+                    .store(frozen, std::sync::atomic::Ordering::SeqCst);
+                (200, shared.live.json())
+            }
+        },
+        (Method::Get, "/control") => (200, shared.live.json()),
+        (_, "/status") | (_, "/knobs") | (_, "/control") | (_, "/metrics") => {
+            (405, json!({ "error": "method not allowed" }))
+        }
         _ => (
             404,
-            json!({ "error": "no such admin resource (try /status or /knobs)" }),
+            json!({ "error": "no such admin resource (try /status, /knobs, /control or /metrics)" }),
         ),
     }
+}
+
+/// `{"frozen": true}`.
+fn parse_frozen(body: &[u8]) -> Result<bool, String> {
+    let v: Value = serde_json::from_slice(body).map_err(|e| format!("body is not JSON: {e}"))?;
+    v.get("frozen")
+        .and_then(Value::as_bool)
+        .ok_or_else(|| "body must be {\"frozen\": true|false}".to_string())
 }
 
 /// `{"threads": 8, "queue": 100}` into changes; every value a non-negative integer.

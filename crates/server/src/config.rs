@@ -48,6 +48,8 @@ pub struct Config {
     pub cgi: CgiConfig,
     /// The synthetic work endpoint.
     pub work: WorkConfig,
+    /// Sensors, online controller and trajectory log (issue 7).
+    pub control: crate::live::LiveConfig,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -257,6 +259,7 @@ impl Default for Config {
             dynamic: DynamicConfig::default(),
             cgi: CgiConfig::default(),
             work: WorkConfig::default(),
+            control: crate::live::LiveConfig::default(),
         }
     }
 }
@@ -360,6 +363,7 @@ impl Config {
     /// Check every value; the error is one line naming the option.
     pub fn validate(&self) -> Result<(), String> {
         self.listen_addr()?;
+        self.control.validate()?;
         if !crate::engine::NAMES.contains(&self.engine.as_str()) {
             return Err(format!(
                 "engine: unknown engine '{}' (known: {})",

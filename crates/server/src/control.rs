@@ -2,7 +2,9 @@
 //! it. Signals only set flags and write a byte to a self-pipe (async-signal-safe, via
 //! signal-hook), so the master's loop can wait on the pipe with a timeout and stay
 //! single-threaded (engines that fork require that). `Shared` is what workers of any engine
-//! read: the current `Service`, the drain flag, and wakers to interrupt their waits.
+//! read: the current `Service`, the drain flag, and wakers to interrupt their waits. The
+//! master also samples the sensors and runs the online controller from here (`sample`,
+//! whose due time caps `wait`), so that too stays on the single master thread.
 
 use crate::service::Service;
 use arc_swap::ArcSwap;
@@ -30,6 +32,7 @@ pub struct Control {
     reopen: Arc<AtomicBool>,
     shutdown: Arc<AtomicBool>,
     admin: Option<crate::admin::Admin>,
+    sampler: Option<Mutex<crate::live::Sampler>>,
 }
 
 impl Control {
@@ -45,12 +48,33 @@ impl Control {
             reopen: Arc::default(),
             shutdown: Arc::default(),
             admin: None,
+            sampler: None,
         })
     }
 
     /// Serve the admin interface from this control's waits.
     pub fn set_admin(&mut self, admin: crate::admin::Admin) {
         self.admin = Some(admin);
+    }
+
+    /// Sample the sensors (and run the controller) from this control's owner, the master.
+    pub fn set_sampler(&mut self, sampler: crate::live::Sampler) {
+        self.sampler = Some(Mutex::new(sampler));
+    }
+
+    /// Take a sample if one is due. Every engine's master calls this from its loop, whose
+    /// waits are capped by `sample_due_in_ms`.
+    pub fn sample(&self, shared: &Shared) {
+        if let Some(s) = &self.sampler {
+            s.lock().unwrap_or_else(|p| p.into_inner()).tick(shared);
+        }
+    }
+
+    /// Milliseconds until the next sample is due (`u64::MAX` without a sampler).
+    pub fn sample_due_in_ms(&self) -> u64 {
+        self.sampler.as_ref().map_or(u64::MAX, |s| {
+            s.lock().unwrap_or_else(|p| p.into_inner()).due_in_ms()
+        })
     }
 
     /// The self-pipe a master can poll alongside its own descriptors.
@@ -109,6 +133,7 @@ impl Control {
         if let Some(r) = self.take() {
             return Some(r);
         }
+        let timeout_ms = timeout_ms.min(self.sample_due_in_ms().min(i32::MAX as u64) as i32);
         let admin_ready = match &self.admin {
             Some(a) => {
                 let admin_fd = a.fd();
@@ -158,6 +183,10 @@ pub struct Shared {
     pub knobs: crate::knobs::Knobs,
     /// Requests answered, published by workers (in batches, at their ticks).
     pub requests: AtomicU64,
+    /// Request counters and histograms, in memory shared with forked children.
+    pub counters: &'static crate::metrics::Counters,
+    /// The sampler's and controller's last results.
+    pub live: crate::live::LiveStatus,
     engine: Mutex<(&'static str, Option<StatsFn>)>,
 }
 
@@ -174,6 +203,8 @@ impl Shared {
             wakers: Mutex::new(Vec::new()),
             knobs: crate::knobs::Knobs::default(),
             requests: AtomicU64::new(0),
+            counters: crate::metrics::Counters::new_shared(),
+            live: crate::live::LiveStatus::default(),
             engine: Mutex::new(("", None)),
         }
     }
@@ -181,6 +212,29 @@ impl Shared {
     /// Called by an engine when it starts: its name and where its statistics come from.
     pub fn set_engine(&self, name: &'static str, stats: StatsFn) {
         *self.engine.lock().unwrap_or_else(|p| p.into_inner()) = (name, Some(stats));
+    }
+
+    /// The running engine's name ("" before it starts).
+    pub fn engine_name(&self) -> &'static str {
+        self.engine.lock().unwrap_or_else(|p| p.into_inner()).0
+    }
+
+    /// The running engine's statistics (what `/status` shows as `workers`).
+    pub fn engine_stats(&self) -> serde_json::Value {
+        let engine = self.engine.lock().unwrap_or_else(|p| p.into_inner());
+        engine.1.as_ref().map_or(serde_json::Value::Null, |f| f())
+    }
+
+    /// What `GET /metrics` shows.
+    pub fn scrape(&self) -> String {
+        let live = self.live.get();
+        crate::metrics::prom::render(crate::metrics::prom::Scrape {
+            counters: self.counters.snapshot(),
+            measurement: live.measurement,
+            knobs: self.knobs.values(),
+            controller: live.controller,
+            frozen: self.live.frozen.load(Ordering::SeqCst),
+        })
     }
 
     /// What `GET /status` shows.
@@ -196,6 +250,7 @@ impl Shared {
             "requests": self.requests.load(Ordering::Relaxed),
             "knobs": self.knobs.values(),
             "workers": stats,
+            "control": self.live.json(),
             "root": svc.config.root,
             "listen": svc.config.listen,
         })

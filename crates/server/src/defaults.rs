@@ -140,3 +140,9 @@ pub mod work {
     pub const MAX_BYTES: u64 = 64 * 1024 * 1024;
     pub const MAX_ALLOC_KB: u64 = 64 * 1024;
 }
+/// Sampling interval of the sensors and the online controller. Issue 7 ("per sampling
+/// interval, configurable, default 1 s"); paper 001's controllers decide per interval too.
+pub const CONTROL_INTERVAL_MS: u64 = 1000;
+/// Shortest sampling interval accepted: below it /proc reads and TCP_INFO dominate the
+/// master's time and an interval holds too few requests to mean anything.
+pub const CONTROL_MIN_INTERVAL_MS: u64 = 50;

@@ -12,6 +12,8 @@ pub mod dynamic;
 pub mod engine;
 pub mod files;
 pub mod knobs;
+pub mod live;
+pub mod metrics;
 pub mod output;
 pub mod respond;
 pub mod service;
@@ -55,8 +57,12 @@ pub fn serve(
     }
     let engine = engine::build(&config)?;
     let shutdown_ms = config.shutdown_timeout_ms;
+    let control_cfg = config.control.clone();
     let service = Service::new(config, None)?;
     let shared = Arc::new(Shared::new(service));
+    // The sampler reads the listener's accept queue (TCP_INFO) until the server drains.
+    let probe = std::os::fd::AsRawFd::as_raw_fd(&listener);
+    control.set_sampler(live::Sampler::new(&control_cfg, Some(probe), &shared)?);
     let started = Started {
         addr: listener.local_addr().map_err(|e| format!("listen: {e}"))?,
         admin: admin_at,

@@ -31,6 +31,8 @@ pub struct WorkerCtx {
     pub requests: u64,
     /// Part of `requests` already added to the shared counter.
     published: u64,
+    /// Server-wide request counters (metrics), if counted.
+    pub counters: Option<&'static crate::metrics::Counters>,
 }
 
 impl WorkerCtx {
@@ -42,7 +44,14 @@ impl WorkerCtx {
             draining: false,
             requests: 0,
             published: 0,
+            counters: None,
         }
+    }
+
+    /// Count this worker's requests in the server's metrics.
+    pub fn counting(mut self, shared: &crate::control::Shared) -> WorkerCtx {
+        self.counters = Some(shared.counters);
+        self
     }
 
     /// Add the requests answered since the last call to the server-wide counter.
@@ -82,6 +91,10 @@ pub struct Session {
     /// A dynamic request reported with `Stop::Dynamic`, waiting for its exchange (boxed:
     /// every idle connection carries this field).
     dynamic: Option<Box<DynamicRequest>>,
+    /// When (`metrics::now_us`) the input holding the current head's first byte was read.
+    head_us: u64,
+    /// Answers queued but not yet written (boxed: idle connections stay small).
+    unwritten: Option<Box<Unwritten>>,
 }
 
 /// What a dynamic exchange needs from the session besides the socket and the input that
@@ -92,6 +105,13 @@ pub struct Session {
 pub struct DynamicRequest {
     pub head: Vec<u8>,
     seen: Seen,
+}
+
+/// Start times of answers queued but not yet written, and where to count them once they
+/// are (`Session::written`).
+struct Unwritten {
+    counters: &'static crate::metrics::Counters,
+    started_us: Vec<u64>,
 }
 
 /// Why `process` stopped.
@@ -113,6 +133,7 @@ pub enum Stop {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Seen {
     started_ms: u64,
+    started_us: u64,
     seq: u64,
 }
 
@@ -182,6 +203,8 @@ impl Session {
             close_after_write: false,
             deferred: None,
             dynamic: None,
+            head_us: 0,
+            unwritten: None,
         }
     }
 
@@ -194,6 +217,7 @@ impl Session {
         out: &mut Batch,
     ) -> (usize, Stop) {
         let mut pos = 0;
+        let read_us = crate::metrics::now_us();
         loop {
             if self.close_after_write {
                 return (pos, Stop::Close);
@@ -201,6 +225,7 @@ impl Session {
             if out.remaining() > MAX_QUEUED {
                 return (pos, Stop::OutputFull);
             }
+            self.mark_head_start(input, pos, read_us);
             let (n, ev) = self.http.poll(&input[pos..], w.now_ms);
             pos += n;
             match ev {
@@ -254,6 +279,7 @@ impl Session {
         framed: &mut Framed,
     ) -> (usize, Stop) {
         let mut pos = 0;
+        let read_us = crate::metrics::now_us();
         loop {
             if self.close_after_write {
                 return (pos, Stop::Close);
@@ -261,6 +287,7 @@ impl Session {
             if framed.len() >= MAX_FRAMED {
                 return (pos, Stop::OutputFull);
             }
+            self.mark_head_start(input, pos, read_us);
             let (n, ev) = self.http.poll(&input[pos..], now_ms);
             pos += n;
             match ev {
@@ -331,7 +358,46 @@ impl Session {
     fn current(&self) -> Seen {
         Seen {
             started_ms: self.http.head_started_ms(),
+            started_us: self.head_us,
             seq: self.http.requests(),
+        }
+    }
+
+    /// A new head starts in `input[pos..]`: its first byte was read at `read_us` (for bytes
+    /// held back by back-pressure, when they are processed: a slight understatement).
+    fn mark_head_start(&mut self, input: &[u8], pos: usize, read_us: u64) {
+        if pos < input.len() && self.http.phase() == gearshift_http::Phase::Idle {
+            self.head_us = read_us;
+        }
+    }
+
+    /// Every answer queued so far has been written: count their response times. Engines
+    /// call this where they tell `http` the response is done.
+    pub fn written(&mut self, now_ms: u64) {
+        self.http.response_done(now_ms);
+        if let Some(u) = &mut self.unwritten {
+            if !u.started_us.is_empty() {
+                let now = crate::metrics::now_us();
+                for started in u.started_us.drain(..) {
+                    u.counters.completed(now.saturating_sub(started));
+                }
+            }
+        }
+    }
+
+    /// Count an answer (status, body bytes, handler time) and wait for it to be written.
+    fn count(&mut self, w: &WorkerCtx, started_us: u64, status: u16, bytes: u64, svc_us: u64) {
+        if let Some(c) = w.counters {
+            c.answered(status, bytes, svc_us);
+            self.unwritten
+                .get_or_insert_with(|| {
+                    Box::new(Unwritten {
+                        counters: c,
+                        started_us: Vec::new(),
+                    })
+                })
+                .started_us
+                .push(started_us);
         }
     }
 
@@ -353,7 +419,18 @@ impl Session {
             version: head.version,
             head_only: head.method == Method::Head,
         };
+        let t0 = w.counters.map(|_| crate::metrics::now_us());
         let outcome = svc.handle(head, &ctx, out);
+        if let Some(t0) = t0 {
+            let svc_us = crate::metrics::now_us().saturating_sub(t0);
+            self.count(
+                w,
+                seen.started_us,
+                outcome.status,
+                outcome.body_bytes,
+                svc_us,
+            );
+        }
         self.log_answer(head, seen, outcome, keep_alive, w);
     }
 
@@ -380,15 +457,26 @@ impl Session {
         head.keep_alive && !w.draining && req.seen.seq < svc.config.http.keepalive_requests
     }
 
-    /// Count and log an answered dynamic request; `keep_alive` false closes the connection.
+    /// Count and log a dynamic request answered (and completely written) by an exchange that
+    /// started at `exchange_us` (`metrics::now_us`); `keep_alive` false closes the connection.
     pub fn finish_dynamic(
         &mut self,
         head: &RequestHead,
         req: &DynamicRequest,
         outcome: respond::Outcome,
         keep_alive: bool,
+        exchange_us: u64,
         w: &mut WorkerCtx,
     ) {
+        if let Some(c) = w.counters {
+            let now = crate::metrics::now_us();
+            c.answered(
+                outcome.status,
+                outcome.body_bytes,
+                now.saturating_sub(exchange_us),
+            );
+            c.completed(now.saturating_sub(req.seen.started_us));
+        }
         self.log_answer(head, req.seen, outcome, keep_alive, w);
     }
 
@@ -432,6 +520,7 @@ impl Session {
             head_only: false,
         };
         let outcome = respond::error(out, &ctx, status, &[]);
+        self.count(w, self.head_us, outcome.status, outcome.body_bytes, 0);
         w.requests += 1;
         if let Some(log) = &mut w.log {
             log.log(&Record {

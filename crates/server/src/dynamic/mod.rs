@@ -60,6 +60,7 @@ pub fn exchange(
     let Some(req) = session.take_dynamic() else {
         return;
     };
+    let exchange_us = crate::metrics::now_us();
     w.now_ms = shared.now_ms();
     w.date.update(unix_now());
     w.draining |= shared.draining.load(std::sync::atomic::Ordering::SeqCst);
@@ -118,7 +119,7 @@ pub fn exchange(
     w.now_ms = shared.now_ms();
     w.date.update(unix_now());
     session.http.response_done(w.now_ms);
-    session.finish_dynamic(&head, &req, outcome, in_sync, w);
+    session.finish_dynamic(&head, &req, outcome, in_sync, exchange_us, w);
 }
 
 /// Route `head` to its handler; local redirects of CGI come back here (at most

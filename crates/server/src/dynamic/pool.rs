@@ -97,7 +97,7 @@ impl<T: Send + 'static> Pool<T> {
     }
 
     fn run(&self) {
-        let mut w = WorkerCtx::new(self.shared.now_ms(), unix_now());
+        let mut w = WorkerCtx::new(self.shared.now_ms(), unix_now()).counting(&self.shared);
         loop {
             let job = {
                 let mut st = self.lock();

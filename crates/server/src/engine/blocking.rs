@@ -40,7 +40,7 @@ pub struct Worker {
 impl Worker {
     pub fn new(shared: &Shared) -> Worker {
         Worker {
-            w: WorkerCtx::new(shared.now_ms(), unix_now()),
+            w: WorkerCtx::new(shared.now_ms(), unix_now()).counting(shared),
             buf: vec![0; crate::defaults::READ_BUF],
             batch: Batch::default(),
             last_flush_ms: 0,
@@ -98,6 +98,7 @@ impl Worker {
         // cannot hold the worker past the read or send timeout or a drain deadline.
         let _ = set_timeout(fd, Timeout::Recv, TICK_MS);
         let _ = set_timeout(fd, Timeout::Send, TICK_MS);
+        shared.counters.connection();
         Session::new(&svc, peer, self.w.now_ms)
     }
 
@@ -181,7 +182,7 @@ impl Worker {
                     self.batch.clear();
                     return None;
                 }
-                session.http.response_done(self.w.now_ms);
+                session.written(self.w.now_ms);
                 if stop == Stop::Dynamic {
                     // Blocking is what this thread does anyway: run the exchange inline.
                     crate::dynamic::exchange(

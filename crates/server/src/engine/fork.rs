@@ -88,6 +88,7 @@ impl super::Engine for ForkEngine {
             if !m.control(control, &shared, on_control) {
                 break;
             }
+            control.sample(&shared);
             m.reread_knobs(&shared);
             while let Some((pid, exit)) = reaper.reap() {
                 if let process::Exit::Signal(sig) = exit {
@@ -171,7 +172,7 @@ impl Master {
         if let Some(l) = &lfd {
             fds.push(PollFd::new(l, PollFlags::IN));
         }
-        let _ = poll(&mut fds, 200);
+        let _ = poll(&mut fds, control.sample_due_in_ms().min(200) as i32);
         lfd.is_some() && fds.last().is_some_and(|f| !f.revents().is_empty())
     }
 

@@ -105,6 +105,7 @@ pub fn master_loop(
             Some(r) => on_control(r, shared),
             None => {}
         }
+        control.sample(shared);
         if finished() {
             return;
         }

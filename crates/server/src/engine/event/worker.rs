@@ -92,7 +92,7 @@ impl Worker {
         shared.add_waker(waker.clone());
         let mailbox = Arc::new(Mailbox::new(waker.clone()));
         registry.put(id, mailbox.clone());
-        let w = WorkerCtx::new(shared.now_ms(), unix_now());
+        let w = WorkerCtx::new(shared.now_ms(), unix_now()).counting(&shared);
         Ok(Worker {
             id,
             epoll,
@@ -271,6 +271,7 @@ impl Worker {
             {
                 continue;
             }
+            self.shared.counters.connection();
             entry.insert(Connection {
                 fd,
                 session: Session::new(svc, peer, self.w.now_ms),
@@ -323,7 +324,7 @@ impl Worker {
                 true
             }
             Ok((_, Flushed::All)) => {
-                c.session.http.response_done(self.w.now_ms);
+                c.session.written(self.w.now_ms);
                 if c.session.close_after_write && !c.lingering {
                     self.begin_close(k);
                     return self.conns.contains(k);
@@ -457,7 +458,7 @@ impl Worker {
                 false
             }
             Ok((_, Flushed::All)) => {
-                c.session.http.response_done(self.w.now_ms);
+                c.session.written(self.w.now_ms);
                 true
             }
             Ok((_, Flushed::Blocked)) => {

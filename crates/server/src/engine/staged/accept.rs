@@ -62,6 +62,7 @@ pub(super) fn run(p: &Arc<Pipeline>, listener: &TcpListener, shared: &Shared) ->
                         Some(SocketAddrAny::V6(a)) => SocketAddr::V6(a),
                         _ => SocketAddr::from(([0, 0, 0, 0], 0)),
                     };
+                    shared.counters.connection();
                     batch.push(Conn::new(fd, Session::new(&svc, peer, now_ms), now_ns));
                 }
                 Err(Errno::INTR) | Err(Errno::CONNABORTED) => continue,

@@ -22,7 +22,7 @@ const MAX_TAKE: usize = 32;
 /// Serve until retired or drained. Returns whether the thread still counted as serving.
 pub(super) fn run(p: &Arc<Pipeline>, shared: &Shared) -> bool {
     let st = p.stats.stage(Stage::Process);
-    let mut w = WorkerCtx::new(shared.now_ms(), unix_now());
+    let mut w = WorkerCtx::new(shared.now_ms(), unix_now()).counting(shared);
     let mut batch: Vec<Box<Conn>> = Vec::new();
     let mut last_flush = 0;
     let mut counted = 0;
@@ -95,7 +95,7 @@ fn exchange(c: &mut Conn, shared: &Shared, w: &mut WorkerCtx) {
     if c.out.is_empty()
         || crate::dynamic::io::write_all(fd, &mut c.out, c.session.send_timeout_ms, shared)
     {
-        c.session.http.response_done(w.now_ms);
+        c.session.written(w.now_ms);
         let mut input = std::mem::take(&mut c.session.inbuf);
         crate::dynamic::exchange(fd, &mut c.session, &mut input, shared, w);
         c.session.inbuf = input;

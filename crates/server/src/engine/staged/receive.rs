@@ -67,7 +67,7 @@ impl Receiver {
             EventData::new_u64(WAKER),
             EventFlags::IN,
         )?;
-        let w = WorkerCtx::new(shared.now_ms(), unix_now());
+        let w = WorkerCtx::new(shared.now_ms(), unix_now()).counting(&shared);
         // In the crew before the thread starts, so upstream can hand it work at once.
         p.receivers.join(mailbox.clone());
         Ok(Receiver {

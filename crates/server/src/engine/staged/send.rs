@@ -219,7 +219,7 @@ impl Sender {
     /// The response is out: keep-alive connections go back to be read, the final answer's
     /// connection is half-closed and goes back to linger.
     fn done(&mut self, mut c: Box<Conn>) {
-        c.session.http.response_done(self.now_ms);
+        c.session.written(self.now_ms);
         c.next = if c.session.close_after_write {
             let _ = rustix::net::shutdown(&c.fd, rustix::net::Shutdown::Write);
             Next::Linger

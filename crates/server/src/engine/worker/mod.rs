@@ -86,11 +86,16 @@ impl super::Engine for WorkerEngine {
             }
         }
         while m.control(control, on_control) {
+            control.sample(&shared);
             m.reread_knobs();
             m.reap(&reaper);
             m.children.publish(&shared);
             m.maintain();
-            let wait = m.schedule.due_in(shared.now_ms()).min(MASTER_TICK_MS) as i32;
+            let wait = m
+                .schedule
+                .due_in(shared.now_ms())
+                .min(MASTER_TICK_MS)
+                .min(control.sample_due_in_ms()) as i32;
             let (cfd, rfd, afd) = (control.fd(), reaper.fd(), control.admin_fd());
             let mut fds = vec![
                 PollFd::new(&cfd, PollFlags::IN),

@@ -41,6 +41,7 @@ pub(in crate::engine::event) fn run_dynamic(d: Dynamic, w: &mut WorkerCtx) {
             shared,
         )
     {
+        c.session.written(w.now_ms);
         let mut input = std::mem::take(&mut c.session.inbuf);
         crate::dynamic::exchange(c.fd.as_fd(), &mut c.session, &mut input, shared, w);
         c.session.inbuf = input;

@@ -1,0 +1,350 @@
+//! The live half of online control (issue 7): a controller changes the knobs of a real
+//! running engine under a bounded load without a single failed request, `/status` and
+//! `/metrics` show the knob moving and the sensors, `gearshift ctl freeze` stops it, the
+//! trajectory log gets a line per interval, and the accept queue seen through TCP_INFO
+//! grows when the workers are stalled.
+
+mod common;
+
+use common::*;
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn admin_addr(s: &Server) -> String {
+    let at = s
+        .banner
+        .split("; admin http://")
+        .nth(1)
+        .expect("admin address");
+    at.trim_end_matches(')').to_string()
+}
+
+fn ctl(admin: &str, args: &[&str]) -> String {
+    let out = Command::new(bin())
+        .arg("ctl")
+        .arg("--admin")
+        .arg(admin)
+        .args(args)
+        .env_remove("GEARSHIFT_ADMIN")
+        .output()
+        .expect("run gearshift ctl");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "ctl {args:?}: {stderr}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn status(admin: &str) -> serde_json::Value {
+    serde_json::from_str(&ctl(admin, &["status"])).expect("status is JSON")
+}
+
+/// `/metrics` as `name{labels}` -> value, checking the text format on the way.
+fn metrics(admin: &str) -> BTreeMap<String, f64> {
+    let text = ctl(admin, &["metrics"]);
+    assert!(text.ends_with("# EOF\n"), "{text}");
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| {
+            let (k, v) = l
+                .rsplit_once(' ')
+                .unwrap_or_else(|| panic!("bad line {l:?}"));
+            let v = v
+                .parse::<f64>()
+                .unwrap_or_else(|_| panic!("bad value {l:?}"));
+            (k.to_string(), v)
+        })
+        .collect()
+}
+
+/// Keep-alive clients checking every answer for `secs` seconds: (answered right, failed).
+fn load(addr: std::net::SocketAddr, clients: usize, stop: Arc<AtomicBool>) -> (usize, usize) {
+    let handles: Vec<_> = (0..clients)
+        .map(|i| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let (mut ok, mut bad) = (0, 0);
+                let deadline = Instant::now() + Duration::from_secs(30);
+                while !stop.load(Ordering::SeqCst) && Instant::now() < deadline {
+                    let mut c = Conn::open(addr);
+                    for _ in 0..(2 + i % 3) {
+                        let good = c
+                            .try_send(b"GET /file.txt HTTP/1.1\r\nHost: t\r\n\r\n")
+                            .map_err(|e| e.to_string())
+                            .and_then(|_| c.try_response(false))
+                            .is_ok_and(|r| {
+                                r.status == 200 && r.body == b"plain text file for tests\n"
+                            });
+                        if good {
+                            ok += 1;
+                        } else {
+                            bad += 1;
+                        }
+                    }
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                (ok, bad)
+            })
+        })
+        .collect();
+    handles
+        .into_iter()
+        .map(|h| h.join().unwrap())
+        .fold((0, 0), |(a, b), (c, d)| (a + c, b + d))
+}
+
+/// Run `engine` with the `apache` controller from `knob`'s `start` value, under load; the
+/// controller must raise the knob (idle workers below MinSpare), within the bounds.
+fn controller_moves_knob(engine: &str, knob: &str, engine_toml: &str, start: u64) {
+    let traj = TempDir::new("traj");
+    let log = traj.join("trajectory.jsonl");
+    let (cfg_dir, cfg) = config_file(&format!(
+        "{engine_toml}\n[control]\ncontroller = \"apache\"\ninterval_ms = 250\ntrajectory = \"{}\"\n\
+         [control.bounds.max_clients]\nmin = 1\nmax = 24\n",
+        log.display()
+    ));
+    let mut s = serve(
+        standard_docroot(),
+        &[
+            "--engine",
+            engine,
+            "--config",
+            &cfg,
+            "--listen",
+            "127.0.0.1:0",
+            "--admin",
+            "127.0.0.1:0",
+            "--access-log",
+            "off",
+        ],
+    );
+    s.keep.push(cfg_dir);
+    let admin = admin_addr(&s);
+    let st = status(&admin);
+    assert_eq!(st["knobs"][knob], start, "{st}");
+    assert_eq!(st["control"]["controller"], "apache", "{st}");
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let loader = {
+        let (addr, stop) = (s.addr, stop.clone());
+        std::thread::spawn(move || load(addr, 4, stop))
+    };
+    // The controller grows the knob (never past its bound of 24).
+    let moved = poll(Duration::from_secs(10), || {
+        let st = status(&admin);
+        let v = st["knobs"][knob].as_u64()?;
+        (v > start).then_some(st)
+    })
+    .unwrap_or_else(|| panic!("{knob} did not move: {}", status(&admin)));
+    let v = moved["knobs"][knob].as_u64().unwrap();
+    assert!(v <= 24, "bounded: {moved}");
+    let decision = &moved["control"]["last_decision"];
+    assert!(decision["proposed"]["max_clients"].is_u64(), "{moved}");
+    // Freeze: a knob set by hand stays put while frozen.
+    let frozen = ctl(&admin, &["freeze"]);
+    assert!(frozen.contains("\"frozen\": true"), "{frozen}");
+    ctl(&admin, &["set", &format!("{knob}={start}")]);
+    std::thread::sleep(Duration::from_millis(1200));
+    let st = status(&admin);
+    assert_eq!(st["knobs"][knob], start, "frozen controller moved it: {st}");
+    assert_eq!(st["control"]["frozen"], true);
+    assert_eq!(st["control"]["last_decision"]["frozen"], true, "{st}");
+    // Unfrozen, it moves it again.
+    ctl(&admin, &["unfreeze"]);
+    poll(Duration::from_secs(10), || {
+        (status(&admin)["knobs"][knob].as_u64()? > start).then_some(())
+    })
+    .unwrap_or_else(|| panic!("{knob} did not move after unfreeze: {}", status(&admin)));
+    std::thread::sleep(Duration::from_millis(600));
+
+    stop.store(true, Ordering::SeqCst);
+    let (ok, bad) = loader.join().unwrap();
+    assert_eq!(bad, 0, "{bad} failed requests of {}", ok + bad);
+    assert!(ok > 50, "the load ran: {ok}");
+
+    // /metrics agrees with /status and counted every answer.
+    std::thread::sleep(Duration::from_millis(400));
+    let st = status(&admin);
+    let m = metrics(&admin);
+    assert_eq!(
+        m[&format!("gearshift_knob{{knob=\"{knob}\"}}")],
+        st["knobs"][knob].as_f64().unwrap()
+    );
+    let answered = m["gearshift_responses_total{class=\"2xx\"}"];
+    assert!(answered >= ok as f64, "2xx {answered} < {ok} answered");
+    assert!(
+        m["gearshift_response_time_seconds_count"] >= ok as f64,
+        "{m:?}"
+    );
+    assert!(m["gearshift_response_time_seconds_sum"] > 0.0);
+    assert!(m["gearshift_connections_total"] > 0.0);
+    assert!(m["gearshift_sensor_interval_seconds"] > 0.1, "{m:?}");
+    assert!(m["gearshift_sensor_memory_available_bytes"] > 0.0);
+    assert!(m["gearshift_sensor_rss_bytes"] > 0.0);
+    assert_eq!(m["gearshift_controller_frozen{controller=\"apache\"}"], 0.0);
+
+    // One trajectory line per interval, with the knob's history in it.
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
+    assert!(lines.len() >= 8, "{} lines", lines.len());
+    let values: Vec<u64> = lines
+        .iter()
+        .map(|l| l["knobs"][knob].as_u64().unwrap())
+        .collect();
+    assert!(values.iter().any(|&v| v > start), "{values:?}");
+    for key in [
+        "t_s",
+        "rt_s",
+        "queue_wait_s",
+        "service_time_s",
+        "throughput",
+        "cpu",
+    ] {
+        assert!(lines[0][key].is_number(), "{key} in {}", lines[0]);
+    }
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["throughput"].as_f64().unwrap() > 0.0 && l["rt_s"].as_f64().unwrap() > 0.0),
+        "load visible in the trajectory"
+    );
+}
+
+#[test]
+fn apache_controller_resizes_the_pool_under_load() {
+    controller_moves_knob("pool", "threads", "[pool]\nthreads = 1\n", 1);
+}
+
+#[test]
+fn apache_controller_resizes_prefork_under_load() {
+    controller_moves_knob(
+        "prefork",
+        "max_request_workers",
+        "workers = 0\n[prefork]\nstart_servers = 2\nmax_request_workers = 3\n",
+        3,
+    );
+}
+
+#[test]
+fn stalled_pool_fills_the_accept_queue_seen_by_tcp_info() {
+    // One thread, a hand-off queue of one: a held keep-alive connection stalls the pool,
+    // the next waits in the hand-off queue, the rest wait in the kernel's accept queue.
+    let (cfg_dir, cfg) =
+        config_file("[pool]\nthreads = 1\nqueue = 1\n[control]\ninterval_ms = 200\n");
+    let mut s = serve(
+        standard_docroot(),
+        &[
+            "--engine",
+            "pool",
+            "--config",
+            &cfg,
+            "--listen",
+            "127.0.0.1:0",
+            "--admin",
+            "127.0.0.1:0",
+            "--access-log",
+            "off",
+        ],
+    );
+    s.keep.push(cfg_dir);
+    let admin = admin_addr(&s);
+    let mut holder = Conn::open(s.addr);
+    holder.send(b"GET /file.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(holder.response().status, 200);
+    let mut waiting: Vec<Conn> = (0..5).map(|_| Conn::open(s.addr)).collect();
+    for c in waiting.iter_mut() {
+        c.send(b"GET /file.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    }
+    let st = poll(Duration::from_secs(5), || {
+        let st = status(&admin);
+        (st["control"]["sensors"]["accept_queue_len"].as_f64()? >= 3.0).then_some(st)
+    })
+    .unwrap_or_else(|| panic!("accept queue not seen: {}", status(&admin)));
+    let sensors = &st["control"]["sensors"];
+    assert!(
+        sensors["accept_queue_wait_s"].as_f64().unwrap() > 0.0,
+        "Little's law wait: {st}"
+    );
+    assert_eq!(st["workers"]["busy"], 1, "{st}");
+    let m = metrics(&admin);
+    assert!(m["gearshift_sensor_accept_queue_length"] >= 1.0, "{m:?}");
+    // Released, every waiting connection is answered.
+    drop(holder);
+    for c in waiting.iter_mut() {
+        assert_eq!(c.response().status, 200);
+    }
+    poll(Duration::from_secs(5), || {
+        (status(&admin)["control"]["sensors"]["accept_queue_len"].as_f64()? == 0.0).then_some(())
+    })
+    .expect("queue drained");
+}
+
+#[test]
+fn staged_stages_are_measured_and_keta_sets_stage_knobs() {
+    let s = serve(
+        standard_docroot(),
+        &[
+            "--engine",
+            "staged",
+            "--admin",
+            "127.0.0.1:0",
+            "--controller",
+            "keta",
+            "--control-interval-ms",
+            "200",
+        ],
+    );
+    let admin = admin_addr(&s);
+    for _ in 0..20 {
+        assert_eq!(s.get("/file.txt").status, 200);
+    }
+    let st = poll(Duration::from_secs(5), || {
+        let st = status(&admin);
+        (st["control"]["samples"].as_u64()? >= 2).then_some(st)
+    })
+    .expect("sampled");
+    let stages = st["control"]["sensors"]["stages"].as_array().unwrap();
+    let names: Vec<&str> = stages.iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(names.len(), 4, "{st}");
+    assert!(names.contains(&"process"), "{names:?}");
+    let d = &st["control"]["last_decision"];
+    assert_eq!(d["error"], serde_json::Value::Null, "{st}");
+    assert!(
+        d["current"]["threads_process"].is_u64(),
+        "engine knobs mapped: {st}"
+    );
+    assert_eq!(d["unmapped"], serde_json::json!([]), "{st}");
+    let m = metrics(&admin);
+    assert!(
+        m.contains_key("gearshift_stage_threads{stage=\"process\"}"),
+        "{m:?}"
+    );
+}
+
+#[test]
+fn bad_control_settings_are_refused_in_one_line() {
+    let root = standard_docroot();
+    let cases: [(&[&str], &str); 3] = [
+        (&["--controller", "pid"], "unknown controller 'pid'"),
+        (
+            &["--controller", "apache", "--control-interval-ms", "5"],
+            "control.interval_ms: 5 is below",
+        ),
+        (
+            &["--control-trajectory", "/definitely/not/here/t.jsonl"],
+            "control.trajectory",
+        ),
+    ];
+    for (flags, want) in cases {
+        let mut args = vec!["serve".to_string(), root.str()];
+        args.extend(flags.iter().map(|s| s.to_string()));
+        let (st, _out, err) = run_to_exit(command(&args, &[], None));
+        assert!(!st.success(), "{flags:?} accepted");
+        let line = err.lines().find(|l| l.contains(want));
+        assert!(line.is_some(), "{flags:?}: {err}");
+    }
+}
