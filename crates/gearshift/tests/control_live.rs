@@ -8,41 +8,13 @@ mod common;
 
 use common::*;
 use std::collections::BTreeMap;
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-fn admin_addr(s: &Server) -> String {
-    let at = s
-        .banner
-        .split("; admin http://")
-        .nth(1)
-        .expect("admin address");
-    at.trim_end_matches(')').to_string()
-}
-
-fn ctl(admin: &str, args: &[&str]) -> String {
-    let out = Command::new(bin())
-        .arg("ctl")
-        .arg("--admin")
-        .arg(admin)
-        .args(args)
-        .env_remove("GEARSHIFT_ADMIN")
-        .output()
-        .expect("run gearshift ctl");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "ctl {args:?}: {stderr}");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn status(admin: &str) -> serde_json::Value {
-    serde_json::from_str(&ctl(admin, &["status"])).expect("status is JSON")
-}
-
 /// `/metrics` as `name{labels}` -> value, checking the text format on the way.
 fn metrics(admin: &str) -> BTreeMap<String, f64> {
-    let text = ctl(admin, &["metrics"]);
+    let text = ctl_ok(admin, &["metrics"]);
     assert!(text.ends_with("# EOF\n"), "{text}");
     text.lines()
         .filter(|l| !l.starts_with('#'))
@@ -120,8 +92,8 @@ fn controller_moves_knob(engine: &str, knob: &str, engine_toml: &str, start: u64
         ],
     );
     s.keep.push(cfg_dir);
-    let admin = admin_addr(&s);
-    let st = status(&admin);
+    let admin = admin_of(&s);
+    let st = admin_status(&admin);
     assert_eq!(st["knobs"][knob], start, "{st}");
     assert_eq!(st["control"]["controller"], "apache", "{st}");
 
@@ -132,30 +104,35 @@ fn controller_moves_knob(engine: &str, knob: &str, engine_toml: &str, start: u64
     };
     // The controller grows the knob (never past its bound of 24).
     let moved = poll(Duration::from_secs(10), || {
-        let st = status(&admin);
+        let st = admin_status(&admin);
         let v = st["knobs"][knob].as_u64()?;
         (v > start).then_some(st)
     })
-    .unwrap_or_else(|| panic!("{knob} did not move: {}", status(&admin)));
+    .unwrap_or_else(|| panic!("{knob} did not move: {}", admin_status(&admin)));
     let v = moved["knobs"][knob].as_u64().unwrap();
     assert!(v <= 24, "bounded: {moved}");
     let decision = &moved["control"]["last_decision"];
     assert!(decision["proposed"]["max_clients"].is_u64(), "{moved}");
     // Freeze: a knob set by hand stays put while frozen.
-    let frozen = ctl(&admin, &["freeze"]);
+    let frozen = ctl_ok(&admin, &["freeze"]);
     assert!(frozen.contains("\"frozen\": true"), "{frozen}");
-    ctl(&admin, &["set", &format!("{knob}={start}")]);
+    ctl_ok(&admin, &["set", &format!("{knob}={start}")]);
     std::thread::sleep(Duration::from_millis(1200));
-    let st = status(&admin);
+    let st = admin_status(&admin);
     assert_eq!(st["knobs"][knob], start, "frozen controller moved it: {st}");
     assert_eq!(st["control"]["frozen"], true);
     assert_eq!(st["control"]["last_decision"]["frozen"], true, "{st}");
     // Unfrozen, it moves it again.
-    ctl(&admin, &["unfreeze"]);
+    ctl_ok(&admin, &["unfreeze"]);
     poll(Duration::from_secs(10), || {
-        (status(&admin)["knobs"][knob].as_u64()? > start).then_some(())
+        (admin_status(&admin)["knobs"][knob].as_u64()? > start).then_some(())
     })
-    .unwrap_or_else(|| panic!("{knob} did not move after unfreeze: {}", status(&admin)));
+    .unwrap_or_else(|| {
+        panic!(
+            "{knob} did not move after unfreeze: {}",
+            admin_status(&admin)
+        )
+    });
     std::thread::sleep(Duration::from_millis(600));
 
     stop.store(true, Ordering::SeqCst);
@@ -165,7 +142,7 @@ fn controller_moves_knob(engine: &str, knob: &str, engine_toml: &str, start: u64
 
     // /metrics agrees with /status and counted every answer.
     std::thread::sleep(Duration::from_millis(400));
-    let st = status(&admin);
+    let st = admin_status(&admin);
     let m = metrics(&admin);
     assert_eq!(
         m[&format!("gearshift_knob{{knob=\"{knob}\"}}")],
@@ -251,7 +228,7 @@ fn stalled_pool_fills_the_accept_queue_seen_by_tcp_info() {
         ],
     );
     s.keep.push(cfg_dir);
-    let admin = admin_addr(&s);
+    let admin = admin_of(&s);
     let mut holder = Conn::open(s.addr);
     holder.send(b"GET /file.txt HTTP/1.1\r\nHost: t\r\n\r\n");
     assert_eq!(holder.response().status, 200);
@@ -260,10 +237,10 @@ fn stalled_pool_fills_the_accept_queue_seen_by_tcp_info() {
         c.send(b"GET /file.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
     }
     let st = poll(Duration::from_secs(5), || {
-        let st = status(&admin);
+        let st = admin_status(&admin);
         (st["control"]["sensors"]["accept_queue_len"].as_f64()? >= 3.0).then_some(st)
     })
-    .unwrap_or_else(|| panic!("accept queue not seen: {}", status(&admin)));
+    .unwrap_or_else(|| panic!("accept queue not seen: {}", admin_status(&admin)));
     let sensors = &st["control"]["sensors"];
     assert!(
         sensors["accept_queue_wait_s"].as_f64().unwrap() > 0.0,
@@ -278,7 +255,8 @@ fn stalled_pool_fills_the_accept_queue_seen_by_tcp_info() {
         assert_eq!(c.response().status, 200);
     }
     poll(Duration::from_secs(5), || {
-        (status(&admin)["control"]["sensors"]["accept_queue_len"].as_f64()? == 0.0).then_some(())
+        (admin_status(&admin)["control"]["sensors"]["accept_queue_len"].as_f64()? == 0.0)
+            .then_some(())
     })
     .expect("queue drained");
 }
@@ -298,12 +276,12 @@ fn staged_stages_are_measured_and_keta_sets_stage_knobs() {
             "200",
         ],
     );
-    let admin = admin_addr(&s);
+    let admin = admin_of(&s);
     for _ in 0..20 {
         assert_eq!(s.get("/file.txt").status, 200);
     }
     let st = poll(Duration::from_secs(5), || {
-        let st = status(&admin);
+        let st = admin_status(&admin);
         (st["control"]["samples"].as_u64()? >= 2).then_some(st)
     })
     .expect("sampled");

@@ -98,6 +98,13 @@ pub fn run_ctl(admin: &str, args: &[&str]) -> (bool, String, String) {
     )
 }
 
+/// `gearshift ctl --admin ADMIN ARGS...` that must succeed: its stdout.
+pub fn ctl_ok(admin: &str, args: &[&str]) -> String {
+    let (ok, out, err) = run_ctl(admin, args);
+    assert!(ok, "ctl {args:?}: {err}");
+    out
+}
+
 /// `GET /status` through `gearshift ctl status`, parsed.
 pub fn admin_status(admin: &str) -> serde_json::Value {
     let (ok, out, err) = run_ctl(admin, &["status"]);
