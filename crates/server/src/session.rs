@@ -86,8 +86,9 @@ pub struct Session {
     pub inbuf: Vec<u8>,
     /// The last queued response asks for the connection to close once written.
     pub close_after_write: bool,
-    /// Head bytes of a request whose body is still arriving.
-    deferred: Option<Vec<u8>>,
+    /// Head bytes of a request whose body is still arriving (boxed: rare, and every idle
+    /// connection carries the field).
+    deferred: Option<Box<[u8]>>,
     /// A dynamic request reported with `Stop::Dynamic`, waiting for its exchange (boxed:
     /// every idle connection carries this field).
     dynamic: Option<Box<DynamicRequest>>,
@@ -245,7 +246,7 @@ impl Session {
                     if head.expect_continue {
                         out.push_bytes(gearshift_http::response::CONTINUE);
                     }
-                    self.deferred = Some(input[pos - n..pos].to_vec());
+                    self.deferred = Some(input[pos - n..pos].into());
                 }
                 Event::Head(head) => self.answer(&head, self.current(), svc, w, out),
                 Event::BodyEnd => {
@@ -305,7 +306,7 @@ impl Session {
                     if head.expect_continue {
                         framed.frames.push(Frame::Continue);
                     }
-                    self.deferred = Some(input[pos - n..pos].to_vec());
+                    self.deferred = Some(input[pos - n..pos].into());
                 }
                 Event::Head(head) => {
                     let seen = self.current();
