@@ -112,6 +112,8 @@ pub struct Sampler {
     /// starts it), so the descriptor is open whenever it is used.
     listener: Option<RawFd>,
     supervisor: Option<Supervisor>,
+    /// Each stage's `busy_ms_total` at the last sample (staged engine).
+    stage_busy_ms: std::collections::BTreeMap<String, u64>,
     trajectory: Option<std::io::BufWriter<std::fs::File>>,
     clk_tck: u64,
     cpus: usize,
@@ -159,6 +161,7 @@ impl Sampler {
             last_overflows: metrics::procfs::listen_overflows(),
             listener,
             supervisor,
+            stage_busy_ms: Default::default(),
             trajectory,
             clk_tck: metrics::procfs::clk_tck(),
             cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
