@@ -171,6 +171,17 @@ fn fit_from_a_recorded_staged_run_reproduces_the_utilisation() {
     assert!(rms < 0.1, "RMS {rms}: {report}\n{samples:?}");
     assert!(c2 > 0.0, "{report}");
 
+    // `ctl history` prints what the fit below reads.
+    let (ok, history, err) = ctl(&["--admin", &admin, "history"]);
+    assert!(ok, "{err}");
+    let history: Value = serde_json::from_str(&history).expect("history is JSON");
+    let loaded = history["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["sensors"]["completions"].as_u64() > Some(0))
+        .count();
+    assert!(loaded >= 4, "{loaded} loaded intervals in the history");
     // The same from the live history.
     let (ok, live, err) = ctl(&["--admin", &admin, "fit"]);
     assert!(ok, "{err}");

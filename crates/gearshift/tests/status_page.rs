@@ -143,6 +143,41 @@ fn chart(dom: &str, key: &str) -> Option<(usize, Vec<f64>)> {
     Some((n, ys))
 }
 
+/// Chromium, or None after saying why the browser test is skipped (fails as root, where
+/// scripts/test and .ci/run install it).
+fn browser_or_skip() -> Option<&'static str> {
+    let found = chromium();
+    if found.is_none() {
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        assert!(
+            !root,
+            "chromium is missing; scripts/test and .ci/run install it (apt-get install chromium)"
+        );
+        eprintln!("SKIPPED status page in a browser: chromium is not installed (apt-get install chromium as root, or run scripts/test as root)");
+    }
+    found
+}
+
+/// The page's DOM once it has polled and drawn (up to three tries on a loaded box).
+fn render(browser: &str, addr: SocketAddr) -> String {
+    let url = format!("http://{addr}/");
+    let mut last = String::new();
+    for _attempt in 0..3 {
+        let Some(dom) = dump_dom(browser, &url) else {
+            continue;
+        };
+        last = dom;
+        if text_of(&last, "samples").is_some_and(|t| t.parse::<u64>().is_ok())
+            && chart(&last, "throughput").is_some()
+        {
+            break;
+        }
+    }
+    assert!(!last.is_empty(), "chromium produced no DOM");
+    last
+}
+
 #[test]
 fn page_is_self_contained_with_a_strict_policy() {
     let s = serve(standard_docroot(), &["--admin", "127.0.0.1:0"]);
@@ -209,14 +244,7 @@ fn page_is_self_contained_with_a_strict_policy() {
 
 #[test]
 fn headless_chromium_renders_knobs_sensors_and_charts() {
-    let Some(browser) = chromium() else {
-        // SAFETY: geteuid has no preconditions.
-        let root = unsafe { libc::geteuid() } == 0;
-        assert!(
-            !root,
-            "chromium is missing; scripts/test and .ci/run install it (apt-get install chromium)"
-        );
-        eprintln!("SKIPPED status page in a browser: chromium is not installed (apt-get install chromium as root, or run scripts/test as root)");
+    let Some(browser) = browser_or_skip() else {
         return;
     };
     let (cfg_dir, cfg) = config_file(
@@ -274,21 +302,7 @@ fn headless_chromium_renders_knobs_sensors_and_charts() {
     })
     .expect("the load shows in /history");
 
-    let url = format!("http://{addr}/");
-    let mut last = String::new();
-    for _attempt in 0..3 {
-        let Some(dom) = dump_dom(browser, &url) else {
-            continue;
-        };
-        last = dom;
-        if text_of(&last, "samples").is_some_and(|t| t.parse::<u64>().is_ok())
-            && chart(&last, "throughput").is_some()
-        {
-            break;
-        }
-    }
-    let dom = &last;
-    assert!(!dom.is_empty(), "chromium produced no DOM");
+    let dom = &render(browser, addr);
     let st = json(&admin(addr, "GET", "/status", ""));
     assert_eq!(text_of(dom, "engine"), st["engine"].as_str(), "{dom}");
     assert_eq!(text_of(dom, "controller"), Some("apache"), "{dom}");
@@ -342,4 +356,41 @@ fn headless_chromium_renders_knobs_sensors_and_charts() {
     }
     let (n, _) = chart(dom, &format!("knob-{name}")).expect("knob chart");
     assert!(n >= 4, "knob chart points {n}");
+}
+
+#[test]
+fn without_a_controller_the_page_still_shows_sensors_and_charts() {
+    let Some(browser) = browser_or_skip() else {
+        return;
+    };
+    let s = serve(
+        standard_docroot(),
+        &["--admin", "127.0.0.1:0", "--control-interval-ms", "200"],
+    );
+    let addr = admin_addr(&s);
+    bounded_load(s.addr, 2, 30);
+    poll(Duration::from_secs(10), || {
+        let h = json(&admin(addr, "GET", "/history", ""));
+        (h["samples"].as_array()?.len() >= 3).then_some(())
+    })
+    .expect("sampled without a controller");
+    let dom = render(browser, addr);
+    let st = json(&admin(addr, "GET", "/status", ""));
+    assert_eq!(st["control"]["controller"], Value::Null, "{st}");
+    assert_eq!(text_of(&dom, "engine"), st["engine"].as_str(), "{dom}");
+    assert_eq!(text_of(&dom, "controller"), Some("none"), "{dom}");
+    assert_eq!(text_of(&dom, "frozen"), Some("live"), "{dom}");
+    for sensor in ["throughput", "completions", "busy", "rss"] {
+        let v =
+            text_of(&dom, &format!("sensor-{sensor}")).unwrap_or_else(|| panic!("{sensor}: {dom}"));
+        assert!(v.parse::<f64>().is_ok(), "{sensor} = {v:?}");
+    }
+    let (n, ys) = chart(&dom, "throughput").expect("throughput chart");
+    assert!(n >= 3 && ys.len() == n, "{n} points, {} drawn", ys.len());
+    for name in st["knobs"].as_object().unwrap().keys() {
+        assert!(
+            chart(&dom, &format!("knob-{name}")).is_some(),
+            "knob chart {name}"
+        );
+    }
 }
