@@ -1,7 +1,9 @@
 //! `gearshift ctl`: the command-line client of the admin interface. `status` prints the
 //! running server's `/status`; `set KNOB=VALUE ...` changes knobs live (all-or-nothing);
 //! `knobs` lists them with their bounds; `freeze` and `unfreeze` stop and restart the online
-//! controller; `metrics` prints the Prometheus text. It speaks plain HTTP/1.1 over TCP or a Unix socket.
+//! controller; `metrics` prints the Prometheus text; `history` the last minutes of samples;
+//! `fit` regresses keta's c1, c2 on a trajectory log or that history (see fit.rs). It
+//! speaks plain HTTP/1.1 over TCP or a Unix socket.
 
 use clap::{Args, Subcommand};
 use std::io::{Read, Write};
@@ -33,6 +35,19 @@ enum CtlCommand {
     Unfreeze,
     /// Metrics in Prometheus text format.
     Metrics,
+    /// The last minutes of samples (sensors, knobs, frozen) as JSON.
+    History,
+    /// Fit keta's c1, c2 of U = c1 W + c2 R from recorded intervals: a trajectory log
+    /// (`--from`), or else the server's `/history`.
+    Fit {
+        /// A JSON-lines trajectory log (`[control] trajectory`) instead of the live history.
+        #[arg(long, value_name = "TRAJECTORY.jsonl")]
+        from: Option<std::path::PathBuf>,
+        /// What U is: `pipeline` (busy share of all stage threads), `cpu`, a stage name
+        /// (`process`, `send` ...), or `auto` (pipeline if the samples have stages, else cpu).
+        #[arg(long, default_value = "auto")]
+        utilisation: crate::fit::Utilisation,
+    },
 }
 
 fn parse_assignment(s: &str) -> Result<(String, u64), String> {
@@ -52,6 +67,10 @@ pub fn run(args: CtlArgs) -> Result<(), String> {
         CtlCommand::Freeze => ("PUT", "/control", r#"{"frozen": true}"#.to_string()),
         CtlCommand::Unfreeze => ("PUT", "/control", r#"{"frozen": false}"#.to_string()),
         CtlCommand::Metrics => ("GET", "/metrics", String::new()),
+        CtlCommand::History => ("GET", "/history", String::new()),
+        CtlCommand::Fit { from, utilisation } => {
+            return fit(&args.admin, from.as_deref(), utilisation)
+        }
         CtlCommand::Set { changes } => {
             let obj: serde_json::Map<String, serde_json::Value> = changes
                 .iter()
@@ -60,21 +79,49 @@ pub fn run(args: CtlArgs) -> Result<(), String> {
             ("PUT", "/knobs", serde_json::Value::Object(obj).to_string())
         }
     };
+    let body = request(&args.admin, method, path, &body)?;
+    print!("{body}");
+    Ok(())
+}
+
+/// `ctl fit`: from a trajectory log, or else the running server's `/history`.
+fn fit(
+    admin: &str,
+    from: Option<&std::path::Path>,
+    utilisation: &crate::fit::Utilisation,
+) -> Result<(), String> {
+    let records = match from {
+        Some(path) => crate::fit::read_trajectory(path)?,
+        None => {
+            let text = request(admin, "GET", "/history", "")?;
+            let v: serde_json::Value = serde_json::from_str(&text)
+                .map_err(|e| format!("admin: /history is not JSON: {e}"))?;
+            crate::fit::history_samples(&v)?
+        }
+    };
+    let (samples, idle, label) = crate::fit::samples(&records, utilisation)?;
+    let fit = crate::fit::fit(&samples, idle, label)?;
+    print!("{}", crate::fit::report(&fit));
+    Ok(())
+}
+
+/// One admin request: the body of a 200, or the server's error message.
+fn request(admin: &str, method: &str, path: &str, body: &str) -> Result<String, String> {
     let request = format!(
         "{method} {path} HTTP/1.1\r\nHost: gearshift-admin\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
-    let response = exchange(&args.admin, request.as_bytes())
-        .map_err(|e| format!("admin {}: {e}", args.admin))?;
+    let response =
+        exchange(admin, request.as_bytes()).map_err(|e| format!("admin {admin}: {e}"))?;
     let text = String::from_utf8_lossy(&response);
     let (head, body) = text
         .split_once("\r\n\r\n")
         .ok_or("admin: malformed response")?;
-    print!("{body}");
     let status = head.split(' ').nth(1).unwrap_or("");
     if status == "200" {
-        Ok(())
+        Ok(body.to_string())
     } else {
+        print!("{body}");
         let msg = serde_json::from_str::<serde_json::Value>(body)
             .ok()
             .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(String::from))

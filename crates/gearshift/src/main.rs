@@ -3,6 +3,7 @@
 //! command line > environment (clap's `env`) > TOML file > built-in defaults.
 
 mod ctl;
+mod fit;
 mod worker_args;
 
 use clap::{Args, Parser, Subcommand};

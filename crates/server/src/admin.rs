@@ -1,9 +1,13 @@
 //! The admin interface, on its own listener (TCP `IP:PORT` or a Unix socket path), never on
 //! the public port: `GET /status` (engine, knobs, counters, engine statistics, controller
 //! and sensors as JSON), `GET /knobs` (definitions and values), `PUT /knobs` (a JSON object
-//! of new values, applied all-or-nothing), `GET /metrics` (Prometheus text) and
-//! `PUT /control` (`{"frozen": true}` freezes the online controller). The engine's master serves it inline between its other duties,
+//! of new values, applied all-or-nothing), `GET /metrics` (Prometheus text),
+//! `PUT /control` (`{"frozen": true}` freezes the online controller), `GET /history` (the
+//! last minutes of samples) and `GET /` (the live status page, see `admin/page.rs`). The
+//! engine's master serves it inline between its other duties,
 //! one short request per connection, so a master that forks stays single-threaded.
+
+mod page;
 
 use crate::control::Shared;
 use gearshift_http::parse::parse_head;
@@ -111,15 +115,31 @@ impl Stream for std::os::unix::net::UnixStream {
 
 fn serve_stream(mut s: impl Stream, shared: &Shared) {
     s.timeouts(IO_TIMEOUT);
+    let mut extra: Vec<(&str, Vec<u8>)> = Vec::new();
     let (status, body, content_type): (u16, Vec<u8>, &[u8]) = match read_request(&mut s) {
-        Ok((Method::Get, path, _)) if path == "/metrics" => (
+        Ok((Method::Get, path, _)) if bare(&path) == "/metrics" => (
             200,
             shared.scrape().into_bytes(),
             b"application/openmetrics-text; version=1.0.0; charset=utf-8",
         ),
+        Ok((Method::Get, path, _)) if matches!(bare(&path), "/" | "/ui") => {
+            let page = page::Page::new();
+            extra.push(("Content-Security-Policy", page.csp().into_bytes()));
+            extra.push(("X-Content-Type-Options", b"nosniff".to_vec()));
+            extra.push(("Referrer-Policy", b"no-referrer".to_vec()));
+            (200, page.html().into_bytes(), b"text/html; charset=utf-8")
+        }
         Ok((method, path, body)) => {
             let (status, v) = route(&method, &path, &body, shared);
-            (status, json_body(&v), b"application/json")
+            // The history is long and read by programs: compact.
+            let body = if bare(&path) == "/history" && status == 200 {
+                let mut b = serde_json::to_vec(&v).unwrap_or_default();
+                b.push(b'\n');
+                b
+            } else {
+                json_body(&v)
+            };
+            (status, body, b"application/json")
         }
         Err((status, msg)) => (
             status,
@@ -127,14 +147,24 @@ fn serve_stream(mut s: impl Stream, shared: &Shared) {
             b"application/json",
         ),
     };
-    let mut out = Vec::with_capacity(body.len() + 128);
+    let mut out = Vec::with_capacity(body.len() + 512);
     status_line(&mut out, status);
     header(&mut out, "Content-Type", content_type);
     header_u64(&mut out, "Content-Length", body.len() as u64);
+    // Every answer is the state of the moment: no cache may keep one.
+    header(&mut out, "Cache-Control", b"no-store");
+    for (name, value) in &extra {
+        header(&mut out, name, value);
+    }
     header(&mut out, "Connection", b"close");
     out.extend_from_slice(b"\r\n");
     out.extend_from_slice(&body);
     let _ = s.write_all(&out);
+}
+
+/// The path of a target without its query.
+fn bare(target: &str) -> &str {
+    target.split_once('?').map_or(target, |(p, _)| p)
 }
 
 fn json_body(v: &Value) -> Vec<u8> {
@@ -179,15 +209,25 @@ fn read_request(s: &mut impl Read) -> Result<Request, (u16, String)> {
         if buf.len() < head.head_len + len {
             continue;
         }
-        let path = String::from_utf8_lossy(head.path).into_owned();
+        // The path with its query, if any (`/history?since=SEQ`); `route` splits them.
+        let mut path = String::from_utf8_lossy(head.path).into_owned();
+        if let Some(q) = head.query {
+            path.push('?');
+            path.push_str(&String::from_utf8_lossy(q));
+        }
         let body = buf[head.head_len..head.head_len + len].to_vec();
         return Ok((head.method, path, body));
     }
 }
 
-fn route(method: &Method, path: &str, body: &[u8], shared: &Shared) -> (u16, Value) {
+fn route(method: &Method, target: &str, body: &[u8], shared: &Shared) -> (u16, Value) {
+    let (path, query) = (bare(target), target.split_once('?').map(|(_, q)| q));
     match (method, path) {
         (Method::Get, "/status") => (200, shared.status()),
+        (Method::Get, "/history") => match crate::live::history::parse_since(query) {
+            Ok(since) => (200, shared.live.history_json(since)),
+            Err(e) => (400, json!({ "error": e })),
+        },
         (Method::Get, "/knobs") => (
             200,
             json!({ "knobs": shared.knobs.values(), "specs": shared.knobs.specs() }),
@@ -213,12 +253,12 @@ fn route(method: &Method, path: &str, body: &[u8], shared: &Shared) -> (u16, Val
             }
         },
         (Method::Get, "/control") => (200, shared.live.json()),
-        (_, "/status") | (_, "/knobs") | (_, "/control") | (_, "/metrics") => {
+        (_, "/status" | "/knobs" | "/control" | "/metrics" | "/history" | "/" | "/ui") => {
             (405, json!({ "error": "method not allowed" }))
         }
         _ => (
             404,
-            json!({ "error": "no such admin resource (try /status, /knobs, /control or /metrics)" }),
+            json!({ "error": "no such admin resource (try /, /status, /history, /knobs, /control or /metrics)" }),
         ),
     }
 }
@@ -276,5 +316,9 @@ mod tests {
             400,
             "no Host on 1.1"
         );
+        let raw = b"GET /history?since=4 HTTP/1.1\r\nHost: x\r\n\r\n";
+        let (_, p, _) = read_request(&mut &raw[..]).unwrap();
+        assert_eq!(p, "/history?since=4", "the query reaches the router");
+        assert_eq!(bare(&p), "/history");
     }
 }

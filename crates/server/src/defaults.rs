@@ -146,3 +146,9 @@ pub const CONTROL_INTERVAL_MS: u64 = 1000;
 /// Shortest sampling interval accepted: below it /proc reads and TCP_INFO dominate the
 /// master's time and an interval holds too few requests to mean anything.
 pub const CONTROL_MIN_INTERVAL_MS: u64 = 50;
+/// How far back `GET /history` (the status page's charts, `gearshift ctl fit`) reaches.
+/// Issue 7 asks for charts "over the last minutes"; ours: ten of them.
+pub const HISTORY_WINDOW_S: u64 = 600;
+/// Most samples the history keeps whatever the interval (at the 50 ms minimum, the window
+/// shrinks to 3 minutes): about 1 KB each, a few MB at most. Ours.
+pub const HISTORY_MAX_SAMPLES: usize = 3600;

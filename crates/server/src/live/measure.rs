@@ -54,7 +54,8 @@ pub fn workers(engine: &str, stats: &Value) -> (f64, f64) {
 }
 
 /// The `staged` engine's stages (queue length at the sample; wait and utilisation over the
-/// engine's own statistics window).
+/// engine's own statistics window, the utilisation then narrowed to the sampling interval
+/// by `interval_utilisation`).
 pub fn stages(stats: &Value) -> Vec<StageMeasurement> {
     let Some(obj) = stats.get("stages").and_then(Value::as_object) else {
         return Vec::new();
@@ -68,6 +69,31 @@ pub fn stages(stats: &Value) -> Vec<StageMeasurement> {
             utilisation: num(s, "utilisation").unwrap_or(0.0),
         })
         .collect()
+}
+
+/// Each stage's utilisation over this sampling interval rather than the engine's own
+/// 1-2 s monitor window: the busy time the stage's threads added since the last sample
+/// (`busy_ms_total`) over the thread-seconds of the interval, so it lines up with the
+/// interval's request and byte rates (what `gearshift ctl fit` regresses it on). A stage
+/// first seen keeps the window's figure; `last` carries the totals to the next sample.
+pub fn interval_utilisation(
+    stages: &mut [StageMeasurement],
+    stats: &Value,
+    last: &mut std::collections::BTreeMap<String, u64>,
+    interval_s: f64,
+) {
+    for s in stages.iter_mut() {
+        let Some(total) = stats["stages"][&s.name]["busy_ms_total"].as_u64() else {
+            continue;
+        };
+        if let Some(prev) = last.insert(s.name.clone(), total) {
+            let capacity_s = interval_s * s.threads as f64;
+            if capacity_s > 0.0 {
+                let busy_s = total.saturating_sub(prev) as f64 / 1e3;
+                s.utilisation = (busy_s / capacity_s).clamp(0.0, 1.0);
+            }
+        }
+    }
 }
 
 impl Sampler {
@@ -91,6 +117,8 @@ impl Sampler {
         let stats = shared.engine_stats();
         let engine = shared.engine_name();
         let (busy, idle) = workers(engine, &stats);
+        let mut stages = stages(&stats);
+        interval_utilisation(&mut stages, &stats, &mut self.stage_busy_ms, interval_s);
         Measurement {
             interval_s,
             arrivals: d.arrivals,
@@ -106,7 +134,7 @@ impl Sampler {
             busy_workers: busy,
             idle_workers: idle,
             bytes_sent: d.bytes,
-            stages: stages(&stats),
+            stages,
             cpu_util: procfs::cpu_share(ticks, self.clk_tck, interval_s, self.cpus),
             rss_bytes: usage.rss_bytes,
             mem_free_bytes: procfs::mem_available(),

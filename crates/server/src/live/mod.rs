@@ -8,6 +8,7 @@
 //! trajectory log.
 
 pub mod config;
+pub mod history;
 mod measure;
 
 use crate::control::Shared;
@@ -27,6 +28,8 @@ pub struct LiveStatus {
     /// Set by `PUT /control` (`gearshift ctl freeze`): the controller keeps its hands off.
     pub frozen: AtomicBool,
     state: Mutex<LiveState>,
+    /// The last minutes of samples (`GET /history`, the status page, `gearshift ctl fit`).
+    history: Mutex<history::History>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -46,6 +49,16 @@ impl LiveStatus {
 
     fn update(&self, f: impl FnOnce(&mut LiveState)) {
         f(&mut self.state.lock().unwrap_or_else(|p| p.into_inner()));
+    }
+
+    fn history(&self) -> std::sync::MutexGuard<'_, history::History> {
+        self.history.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `GET /history?since=SEQ`: the samples from `since` on.
+    pub fn history_json(&self, since: u64) -> Value {
+        let interval_ms = self.get().interval_ms;
+        self.history().json_since(since, interval_ms)
     }
 
     /// The `control` object of `/status`.
@@ -99,6 +112,8 @@ pub struct Sampler {
     /// starts it), so the descriptor is open whenever it is used.
     listener: Option<RawFd>,
     supervisor: Option<Supervisor>,
+    /// Each stage's `busy_ms_total` at the last sample (staged engine).
+    stage_busy_ms: std::collections::BTreeMap<String, u64>,
     trajectory: Option<std::io::BufWriter<std::fs::File>>,
     clk_tck: u64,
     cpus: usize,
@@ -124,6 +139,14 @@ impl Sampler {
                 .map_err(|e| format!("control.trajectory {}: {e}", cfg.trajectory.display()))?;
             Some(std::io::BufWriter::new(f))
         };
+        shared
+            .live
+            .history()
+            .set_capacity(history::History::capacity_for(
+                crate::defaults::HISTORY_WINDOW_S,
+                cfg.interval_ms,
+                crate::defaults::HISTORY_MAX_SAMPLES,
+            ));
         shared.live.update(|s| {
             s.interval_ms = cfg.interval_ms;
             s.controller = supervisor.as_ref().map(|s| s.name().to_string());
@@ -138,6 +161,7 @@ impl Sampler {
             last_overflows: metrics::procfs::listen_overflows(),
             listener,
             supervisor,
+            stage_busy_ms: Default::default(),
             trajectory,
             clk_tck: metrics::procfs::clk_tck(),
             cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -164,6 +188,12 @@ impl Sampler {
         let m = self.measure(shared, now);
         let decision = self.control(shared, &m);
         self.log(shared, &m);
+        shared.live.history().push(
+            shared.now_ms() as f64 / 1e3,
+            shared.knobs.values(),
+            shared.live.frozen.load(Ordering::SeqCst),
+            m.clone(),
+        );
         shared.live.update(|s| {
             s.samples += 1;
             s.measurement = Some(m);
@@ -240,6 +270,12 @@ impl Sampler {
             "busy": m.busy_workers,
             "idle": m.idle_workers,
             "frozen": shared.live.frozen.load(Ordering::SeqCst),
+            // What `gearshift ctl fit` regresses U = c1 W + c2 R on (W = bytes_sent /
+            // interval_s, R = completions / interval_s, U from the stages or the CPU).
+            "interval_s": m.interval_s,
+            "completions": m.completions,
+            "bytes_sent": m.bytes_sent,
+            "stages": m.stages,
         });
         let ok = writeln!(w, "{line}").and_then(|()| w.flush());
         if let Err(e) = ok {

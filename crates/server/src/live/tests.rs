@@ -1,4 +1,4 @@
-use super::measure::{little_wait, stages, workers};
+use super::measure::{interval_utilisation, little_wait, stages, workers};
 use super::*;
 use serde_json::json;
 
@@ -60,4 +60,24 @@ fn every_engine_maps_its_concurrency_knob() {
         knob_map("prefork"),
         &[("max_clients", "max_request_workers")]
     );
+}
+
+#[test]
+fn stage_utilisation_over_the_sampling_interval() {
+    let stats = |busy: u64| json!({"stages": {"process": {"threads": 4, "utilisation": 0.9, "busy_ms_total": busy}}});
+    let mut last = std::collections::BTreeMap::new();
+    let mut s = stages(&stats(1000));
+    interval_utilisation(&mut s, &stats(1000), &mut last, 0.5);
+    assert_eq!(s[0].utilisation, 0.9, "first sample: the window's figure");
+    // 500 ms busy over 4 threads x 0.5 s.
+    let mut s = stages(&stats(1500));
+    interval_utilisation(&mut s, &stats(1500), &mut last, 0.5);
+    assert!(
+        (s[0].utilisation - 0.25).abs() < 1e-12,
+        "{}",
+        s[0].utilisation
+    );
+    let mut s = stages(&stats(9000));
+    interval_utilisation(&mut s, &stats(9000), &mut last, 0.5);
+    assert_eq!(s[0].utilisation, 1.0, "clamped");
 }
