@@ -1,0 +1,550 @@
+//! FastCGI client (the 1.0 specification) to an external application server such as
+//! php-fpm: requests for configured suffixes (`.php`) or URL directories are sent to the
+//! backend as a RESPONDER request on a pooled, persistent connection (`conn`), with the
+//! same meta-variables a CGI script gets (`cgi::env`, plus what nginx's `fastcgi_params`
+//! adds), and the application's STDOUT is parsed as a CGI response (`cgi::head`).
+//!
+//! Both directions stream, as for CGI: a scoped thread sends the request body as STDIN
+//! records while it arrives, this thread forwards STDOUT to the client as it comes (chunked
+//! when the application gives no length), so no body is held whole. STDERR goes to the
+//! error log. Failures map to statuses like nginx's: backend unreachable or malformed
+//! output 502, overloaded 503, no answer within the read timeout 504; `max_connections`
+//! requests in flight at once, beyond it 503 at once (as CGI's `max_processes`). A
+//! connection goes back to the pool only after a clean END_REQUEST with nothing left over;
+//! every other ending closes it. One request per connection at a time (no multiplexing).
+
+mod conn;
+mod record;
+
+use super::cgi::env::{self as cgi_env, ScriptPath};
+use super::cgi::head::{self, Kind, Parsed};
+use super::cgi::{count::Count, Served};
+use super::io::{BodyFail, BodyIn, Out};
+use super::Peers;
+use crate::config::{FastCgiConfig, StaticConfig};
+use crate::files::path::{map_path, PathPolicy};
+use conn::{Backend, ConnectFail, IoFail, Pool};
+use gearshift_http::RequestHead;
+use rustix::event::{poll, PollFd, PollFlags};
+use rustix::fd::BorrowedFd;
+use rustix::io::Errno;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub use conn::Backend as FastCgiBackend;
+
+/// Request id of our one request per connection.
+const ID: u16 = 1;
+/// Longest single wait before the deadlines are checked again.
+const TICK_MS: u64 = 200;
+/// Bytes read from the backend at a time (a whole record fits).
+const READ_CHUNK: usize = 64 * 1024 + 512;
+/// Longest stderr line logged whole.
+const MAX_LOG_LINE: usize = 4096;
+/// `feed` states besides HTTP statuses (as in CGI).
+const FEED_RUNNING: u16 = 0;
+/// Body read and delivered whole (STDIN ended).
+const FEED_DONE: u16 = 1;
+const FEED_GONE: u16 = 2;
+/// Body read whole but the backend stopped taking it: the connection is not reusable.
+const FEED_CUT: u16 = 3;
+
+/// The FastCGI handler of one configuration generation.
+pub struct FastCgi {
+    dirs: Vec<Vec<u8>>,
+    extensions: Vec<Vec<u8>>,
+    read_timeout_ms: u64,
+    send_timeout_ms: u64,
+    max_connections: usize,
+    /// Requests in flight at the backend, server-wide (a shared page, as CGI's count).
+    busy: Arc<Count>,
+    pool: Arc<Pool>,
+    policy: PathPolicy,
+    root: Vec<u8>,
+}
+
+struct Slot(Arc<Count>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.release();
+    }
+}
+
+impl FastCgi {
+    /// None when FastCGI is off (no backend, or nothing routed to it). The pool and the
+    /// count survive a reload that keeps the backend.
+    pub fn new(
+        cfg: &FastCgiConfig,
+        files: &StaticConfig,
+        root: &Path,
+        previous: Option<&FastCgi>,
+    ) -> Option<FastCgi> {
+        if cfg.backend.is_empty() || (cfg.dirs.is_empty() && cfg.extensions.is_empty()) {
+            return None;
+        }
+        let backend = Backend::parse(&cfg.backend).ok()?;
+        let pool = match previous {
+            Some(p) if p.pool.backend == backend => p.pool.clone(),
+            _ => Arc::new(Pool::new(backend, cfg.keepalive, cfg.connect_timeout_ms)),
+        };
+        let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+        Some(FastCgi {
+            dirs: cfg
+                .dirs
+                .iter()
+                .map(|d| d.trim_matches('/').as_bytes().to_vec())
+                .collect(),
+            extensions: cfg
+                .extensions
+                .iter()
+                .map(|e| e.as_bytes().to_vec())
+                .collect(),
+            read_timeout_ms: cfg.read_timeout_ms,
+            send_timeout_ms: cfg.send_timeout_ms,
+            max_connections: cfg.max_connections,
+            busy: previous.map_or_else(|| Arc::new(Count::new()), |p| p.busy.clone()),
+            pool,
+            policy: PathPolicy {
+                allow_hidden: files.hidden,
+            },
+            root: root.as_os_str().as_bytes().to_vec(),
+        })
+    }
+
+    /// Whether the (still encoded) request path goes to the backend.
+    pub fn matches(&self, raw_path: &[u8]) -> bool {
+        self.split(raw_path).is_some()
+    }
+
+    /// The script part of a path and the rest (PATH_INFO), like nginx's
+    /// `fastcgi_split_path_info ^(.+\.php)(/.+)$`: the first segment with a configured
+    /// suffix, or the segment right below a configured directory, ends the script name.
+    /// The file itself is the backend's to find (php-fpm answers 404 when it is missing).
+    fn split(&self, raw_path: &[u8]) -> Option<ScriptPath> {
+        let m = map_path(raw_path, &self.policy).ok()?;
+        let mut end = 0;
+        let segs: Vec<&[u8]> = m.rel.split(|&b| b == b'/').collect();
+        for (i, seg) in segs.iter().enumerate() {
+            end += seg.len() + usize::from(i > 0);
+            let rel = &m.rel[..end];
+            let in_dir = self
+                .dirs
+                .iter()
+                .any(|d| rel.len() > d.len() + 1 && rel.starts_with(d) && rel[d.len()] == b'/');
+            let suffix = self
+                .extensions
+                .iter()
+                .any(|e| rel.ends_with(e) && seg.len() > e.len());
+            if !(in_dir || suffix) {
+                continue;
+            }
+            let mut path_info = Vec::new();
+            for s in &segs[i + 1..] {
+                path_info.push(b'/');
+                path_info.extend_from_slice(s);
+            }
+            if !path_info.is_empty() && m.trailing_slash {
+                path_info.push(b'/');
+            }
+            let mut filename = self.root.clone();
+            filename.push(b'/');
+            filename.extend_from_slice(rel);
+            let mut script_name = b"/".to_vec();
+            script_name.extend_from_slice(rel);
+            return Some(ScriptPath {
+                script_name,
+                path_info,
+                filename,
+                root: self.root.clone(),
+            });
+        }
+        None
+    }
+
+    /// BEGIN_REQUEST and the PARAMS stream: CGI's meta-variables (without the PATH given
+    /// to scripts) plus nginx's `fastcgi_params` extras.
+    fn request_records(
+        &self,
+        head: &RequestHead,
+        script: &ScriptPath,
+        peers: Peers,
+        no_body: bool,
+    ) -> Vec<u8> {
+        let mut params = Vec::with_capacity(2048);
+        for (k, v) in cgi_env::build(head, script, peers) {
+            if k != "PATH" {
+                record::pair(&mut params, k.as_bytes(), v.as_bytes());
+            }
+        }
+        let mut uri = script.script_name.clone();
+        uri.extend_from_slice(&script.path_info);
+        record::pair(&mut params, b"DOCUMENT_URI", &uri);
+        // PHP built with --enable-force-cgi-redirect wants it; nginx's fastcgi_params sets it.
+        record::pair(&mut params, b"REDIRECT_STATUS", b"200");
+        let mut out = Vec::with_capacity(params.len() + 64);
+        record::begin_request(&mut out, ID, true);
+        record::stream(&mut out, record::PARAMS, ID, &params);
+        record::end_stream(&mut out, record::PARAMS, ID);
+        if no_body {
+            record::end_stream(&mut out, record::STDIN, ID);
+        }
+        out
+    }
+
+    /// Answer `head` through the backend, streaming `body` to it and its answer to `out`.
+    pub fn serve(
+        &self,
+        head: &RequestHead,
+        peers: Peers,
+        body: &mut BodyIn,
+        out: &mut Out,
+    ) -> Served {
+        let Some(script) = self.split(head.path) else {
+            return Served::Done(out.error(404, &[], false));
+        };
+        if !self.busy.acquire(self.max_connections) {
+            tracing::warn!(target: "fastcgi", "max_connections ({}) reached: 503", self.max_connections);
+            return Served::Done(out.error(503, &[("Retry-After", b"1")], false));
+        }
+        let _slot = Slot(self.busy.clone());
+        let no_body = body.is_done();
+        let begin = self.request_records(head, &script, peers, no_body);
+        // A pooled connection the backend closed just now fails at once: retry on a new one.
+        let conn = loop {
+            let mut c = match self.pool.get() {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::error!(target: "fastcgi", backend = ?self.pool.backend, "cannot connect: {e}");
+                    let status = if matches!(e, ConnectFail::Timeout) {
+                        504
+                    } else {
+                        502
+                    };
+                    return Served::Done(out.error(status, &[], false));
+                }
+            };
+            c.requests += 1;
+            let deadline = Instant::now() + Duration::from_millis(self.send_timeout_ms);
+            match conn::write_all(c.fd(), &begin, deadline) {
+                Ok(()) => break c,
+                Err(_) if c.reused => continue,
+                Err(e) => {
+                    tracing::error!(target: "fastcgi", "sending the request failed: {e:?}");
+                    let status = if e == IoFail::Timeout { 504 } else { 502 };
+                    return Served::Done(out.error(status, &[], false));
+                }
+            }
+        };
+        let feed = AtomicU16::new(if no_body { FEED_DONE } else { FEED_RUNNING });
+        let fd = conn.fd();
+        let (served, reusable) = std::thread::scope(|s| {
+            if !no_body {
+                if body.send_continue().is_err() {
+                    feed.store(FEED_GONE, Ordering::SeqCst);
+                    let _ = rustix::net::shutdown(fd, rustix::net::Shutdown::ReadWrite);
+                } else {
+                    let body = &mut *body;
+                    let (feed, send_ms) = (&feed, self.send_timeout_ms);
+                    s.spawn(move || feed_body(body, fd, send_ms, feed));
+                }
+            }
+            let mut ex = Exchange {
+                fd,
+                read_timeout_ms: self.read_timeout_ms,
+                feed: &feed,
+                err_line: Vec::new(),
+                path: head.path,
+            };
+            let (served, mut reusable) = ex.respond(out);
+            if reusable && feed.load(Ordering::SeqCst) == FEED_RUNNING {
+                // The answer came before the feeder wrote the end of STDIN: give it a
+                // moment (it is usually writing that last empty record).
+                let until = Instant::now() + Duration::from_millis(200);
+                while feed.load(Ordering::SeqCst) == FEED_RUNNING && Instant::now() < until {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+            reusable &= feed.load(Ordering::SeqCst) == FEED_DONE;
+            if !reusable {
+                // Wakes the feeder if it waits on the backend; it then drops the rest.
+                let _ = rustix::net::shutdown(fd, rustix::net::Shutdown::ReadWrite);
+            }
+            (served, reusable)
+        });
+        if reusable {
+            self.pool.put(conn);
+        }
+        served
+    }
+}
+
+/// Reading one answer from the backend.
+struct Exchange<'a> {
+    fd: BorrowedFd<'a>,
+    read_timeout_ms: u64,
+    feed: &'a AtomicU16,
+    err_line: Vec<u8>,
+    path: &'a [u8],
+}
+
+/// How a wait for the backend ended.
+enum Read {
+    Data(usize),
+    Eof,
+    Timeout,
+    ClientGone,
+    Failed,
+}
+
+impl Exchange<'_> {
+    /// Forward the answer to `out`; also says whether the connection is clean for reuse.
+    fn respond(&mut self, out: &mut Out) -> (Served, bool) {
+        let mut buf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
+        let mut filled = 0usize;
+        buf.resize(READ_CHUNK, 0);
+        let mut head_buf: Vec<u8> = Vec::new();
+        let mut started = false;
+        let mut ended: Option<u8> = None;
+        loop {
+            // Every complete record in buf[..filled].
+            let mut pos = 0;
+            while ended.is_none() {
+                let r = match record::parse(&buf[pos..filled]) {
+                    Ok(Some(r)) => r,
+                    Ok(None) => break,
+                    Err(why) => return (self.bad(out, why), false),
+                };
+                let content = r.content(&buf[pos..filled]);
+                match (r.kind, r.id) {
+                    (record::STDOUT, ID) if started => {
+                        if !out.body(content) {
+                            return (Served::Done(out.outcome()), false);
+                        }
+                    }
+                    (record::STDOUT, ID) => {
+                        head_buf.extend_from_slice(content);
+                        match head::parse(&head_buf) {
+                            Parsed::Partial
+                                if head_buf.len() >= crate::defaults::cgi::MAX_HEADER =>
+                            {
+                                return (self.bad(out, "header section too large"), false)
+                            }
+                            Parsed::Partial => {}
+                            Parsed::Malformed(why) => return (self.bad(out, why), false),
+                            Parsed::Done(_, Kind::LocalRedirect(loc)) => {
+                                return (Served::LocalRedirect(loc), false)
+                            }
+                            Parsed::Done(
+                                n,
+                                Kind::Document {
+                                    status,
+                                    fields,
+                                    length,
+                                },
+                            ) => {
+                                let refs: Vec<(&[u8], &[u8])> =
+                                    fields.iter().map(|(k, v)| (&k[..], &v[..])).collect();
+                                out.head(status, &refs, length);
+                                started = true;
+                                if !out.body(&head_buf[n..]) {
+                                    return (Served::Done(out.outcome()), false);
+                                }
+                                head_buf = Vec::new();
+                            }
+                        }
+                    }
+                    (record::STDERR, ID) => self.log_stderr(content),
+                    (record::END_REQUEST, ID) => match record::end_request(content) {
+                        Some((_, status)) => ended = Some(status),
+                        None => return (self.bad(out, "short END_REQUEST"), false),
+                    },
+                    (record::UNKNOWN_TYPE | record::GET_VALUES_RESULT, 0) => {}
+                    _ => return (self.bad(out, "record of another request or type"), false),
+                }
+                pos += r.total;
+            }
+            buf.copy_within(pos..filled, 0);
+            filled -= pos;
+            if let Some(status) = ended {
+                self.flush_err_line();
+                let clean = filled == 0 && status == record::REQUEST_COMPLETE;
+                return (self.finish(out, status, started), clean);
+            }
+            match self.read(&mut buf[filled..], out) {
+                Read::Data(n) => filled += n,
+                end => return (self.cut(out, end, started), false),
+            }
+        }
+    }
+
+    /// END_REQUEST arrived.
+    fn finish(&mut self, out: &mut Out, status: u8, started: bool) -> Served {
+        if status != record::REQUEST_COMPLETE {
+            tracing::error!(target: "fastcgi", path = %String::from_utf8_lossy(self.path), "request refused by the backend: {}", record::protocol_status_name(status));
+            let code = if status == record::OVERLOADED {
+                503
+            } else {
+                502
+            };
+            return Served::Done(out.error(code, &[], false));
+        }
+        if !started {
+            if let Some(o) = self.feed_failure(out) {
+                return Served::Done(o);
+            }
+            return self.bad(out, "no header section before END_REQUEST");
+        }
+        if self.feed.load(Ordering::SeqCst) > FEED_DONE
+            && self.feed.load(Ordering::SeqCst) != FEED_CUT
+        {
+            out.broken = true;
+        }
+        out.finish();
+        Served::Done(out.outcome())
+    }
+
+    /// The backend stream ended early, timed out, or the client left.
+    fn cut(&mut self, out: &mut Out, how: Read, started: bool) -> Served {
+        self.flush_err_line();
+        if let Some(o) = self.feed_failure(out) {
+            return Served::Done(o);
+        }
+        let path = String::from_utf8_lossy(self.path);
+        match how {
+            Read::ClientGone => Served::Done(super::body_failed(BodyFail::Gone, out)),
+            Read::Timeout => {
+                tracing::error!(target: "fastcgi", path = %path, "no answer within {} ms", self.read_timeout_ms);
+                if started {
+                    out.broken = true;
+                    return Served::Done(out.outcome());
+                }
+                Served::Done(out.error(504, &[], true))
+            }
+            _ => {
+                tracing::error!(target: "fastcgi", path = %path, "backend closed the connection before END_REQUEST");
+                if started {
+                    out.broken = true;
+                    return Served::Done(out.outcome());
+                }
+                Served::Done(out.error(502, &[], false))
+            }
+        }
+    }
+
+    /// The request body failed: its status (or a dropped connection), if so.
+    fn feed_failure(&self, out: &mut Out) -> Option<crate::respond::Outcome> {
+        match self.feed.load(Ordering::SeqCst) {
+            s if s >= 400 => Some(out.error(s, &[], true)),
+            FEED_GONE => Some(super::body_failed(BodyFail::Gone, out)),
+            _ => None,
+        }
+    }
+
+    fn bad(&mut self, out: &mut Out, why: &str) -> Served {
+        tracing::error!(target: "fastcgi", path = %String::from_utf8_lossy(self.path), "malformed answer: {why}");
+        Served::Done(out.error(502, &[], false))
+    }
+
+    /// Wait for backend data within the read timeout, watching the client for a hang-up
+    /// once its body is in, and the server's drain deadline.
+    fn read(&mut self, buf: &mut [u8], out: &Out) -> Read {
+        let deadline = Instant::now() + Duration::from_millis(self.read_timeout_ms);
+        let shared = out.shared();
+        let client = out.fd();
+        loop {
+            match rustix::io::read(self.fd, &mut *buf) {
+                Ok(0) => return Read::Eof,
+                Ok(n) => return Read::Data(n),
+                Err(Errno::INTR) => continue,
+                Err(Errno::AGAIN) => {}
+                Err(_) => return Read::Failed,
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || shared.now_ms() >= shared.drain_deadline_ms.load(Ordering::SeqCst)
+            {
+                return Read::Timeout;
+            }
+            let watch = self.feed.load(Ordering::SeqCst) == FEED_DONE;
+            let mut fds = vec![PollFd::new(&self.fd, PollFlags::IN)];
+            if watch {
+                fds.push(PollFd::new(&client, PollFlags::RDHUP));
+            }
+            let wait = (left.as_millis() as u64).min(TICK_MS) as i32;
+            if let Err(e) = poll(&mut fds, wait) {
+                if e != Errno::INTR {
+                    return Read::Failed;
+                }
+            }
+            let hangup = PollFlags::RDHUP | PollFlags::HUP | PollFlags::ERR;
+            if watch && fds[1].revents().intersects(hangup) {
+                return Read::ClientGone;
+            }
+        }
+    }
+
+    fn log_stderr(&mut self, data: &[u8]) {
+        for &b in data {
+            if b == b'\n' || self.err_line.len() >= MAX_LOG_LINE {
+                self.flush_err_line();
+            }
+            if b != b'\n' {
+                self.err_line.push(b);
+            }
+        }
+    }
+
+    fn flush_err_line(&mut self) {
+        if !self.err_line.is_empty() {
+            let line = String::from_utf8_lossy(&self.err_line);
+            tracing::warn!(target: "fastcgi", path = %String::from_utf8_lossy(self.path), "stderr: {line}");
+            self.err_line.clear();
+        }
+    }
+}
+
+/// The feeder thread: the request body to the backend as STDIN records. If the backend
+/// stops taking it, the rest is read and dropped (the client connection stays in sync); a
+/// bad body leaves its status in `feed` and shuts the backend connection so the reader
+/// stops waiting.
+fn feed_body(body: &mut BodyIn, fd: BorrowedFd<'_>, send_ms: u64, feed: &AtomicU16) {
+    let mut open = true;
+    let mut rec = Vec::with_capacity(READ_CHUNK);
+    let send = |rec: &[u8]| {
+        conn::write_all(fd, rec, Instant::now() + Duration::from_millis(send_ms)).is_ok()
+    };
+    loop {
+        match body.next_piece() {
+            Ok(Some(data)) => {
+                if open {
+                    rec.clear();
+                    record::stream(&mut rec, record::STDIN, ID, data);
+                    open = send(&rec);
+                }
+            }
+            Ok(None) => {
+                if open {
+                    rec.clear();
+                    record::end_stream(&mut rec, record::STDIN, ID);
+                    open = send(&rec);
+                }
+                feed.store(if open { FEED_DONE } else { FEED_CUT }, Ordering::SeqCst);
+                return;
+            }
+            Err(e) => {
+                feed.store(
+                    match e {
+                        BodyFail::Status(s) => s,
+                        BodyFail::Gone => FEED_GONE,
+                    },
+                    Ordering::SeqCst,
+                );
+                let _ = rustix::net::shutdown(fd, rustix::net::Shutdown::ReadWrite);
+                return;
+            }
+        }
+    }
+}
