@@ -150,6 +150,9 @@ pub mod fastcgi {
     /// Requests on one backend connection before it is closed. nginx upstream
     /// `keepalive_requests 1000`.
     pub const KEEPALIVE_REQUESTS: u64 = 1000;
+    /// Wait for the answer to FCGI_GET_VALUES (ours: it only informs; php-fpm answers at
+    /// once, an application that ignores management records should not hold a request).
+    pub const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
 }
 
 /// Synthetic work endpoint (no peer has one; bounds are ours): a single request may burn at

@@ -195,7 +195,8 @@ impl Pool {
     fn ask_values(&self) -> Option<Vec<(String, String)>> {
         let c = self.connect().ok()?;
         let q = record::get_values(&["FCGI_MAX_CONNS", "FCGI_MAX_REQS", "FCGI_MPXS_CONNS"]);
-        let deadline = Instant::now() + self.connect_timeout;
+        // Not every application answers management records: wait only briefly.
+        let deadline = Instant::now() + self.connect_timeout.min(d::PROBE_TIMEOUT);
         write_all(c.fd(), &q, deadline).ok()?;
         let mut buf = Vec::new();
         let mut chunk = [0u8; 1024];
