@@ -79,6 +79,12 @@ fn php_server(backend: &str, extra: &str) -> Server {
     s
 }
 
+/// The next response on `c`, or a panic showing the server's error log.
+fn answer(c: &mut Conn, s: &Server) -> Response {
+    c.try_response(false)
+        .unwrap_or_else(|e| panic!("{e}; server log:\n{}", s.stderr_text()))
+}
+
 fn lines(r: &Response) -> Vec<String> {
     r.text().lines().map(str::to_string).collect()
 }
@@ -212,11 +218,14 @@ fn keep_alive_reuses_one_backend_connection_and_survives_its_loss() {
     let mut seen = Vec::new();
     for i in 0..6 {
         c.send(&req("GET", &format!("/info.php?a={i}"), &[]));
-        let r = c.response();
+        let r = answer(&mut c, &s);
         assert!(lines(&r).contains(&format!("get_a={i}")), "{}", r.text());
         // POSTs too: the body's STDIN stream must end cleanly for the connection to stay.
         c.send(b"POST /hash.php HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello");
-        assert_eq!(c.response().text(), format!("5 {:08x}", crc32(b"hello")));
+        assert_eq!(
+            answer(&mut c, &s).text(),
+            format!("5 {:08x}", crc32(b"hello"))
+        );
         seen.push(conns_to(port));
     }
     assert_eq!(seen[0].len(), 1, "one backend connection: {seen:?}");

@@ -172,7 +172,9 @@ pub fn conns_to(port: u16) -> Vec<u16> {
             }
         }
     }
+    // The kernel's table walk may list a connection twice while it changes.
     out.sort_unstable();
+    out.dedup();
     out
 }
 

@@ -117,6 +117,7 @@ impl Pool {
         if let Some(c) = self.take_idle() {
             return Ok(c);
         }
+        tracing::debug!(target: "fastcgi", "connecting to {:?}", self.backend);
         self.probe();
         self.connect()
     }

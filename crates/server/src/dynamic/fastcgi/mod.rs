@@ -197,6 +197,7 @@ impl FastCgi {
         body: &mut BodyIn,
         out: &mut Out,
     ) -> Served {
+        tracing::debug!(target: "fastcgi", path = %String::from_utf8_lossy(head.path), "request");
         let Some(script) = self.split(head.path) else {
             return Served::Done(out.error(404, &[], false));
         };
@@ -233,6 +234,7 @@ impl FastCgi {
                 }
             }
         };
+        tracing::debug!(target: "fastcgi", path = %String::from_utf8_lossy(head.path), reused = conn.reused, "request sent");
         let feed = AtomicU16::new(if no_body { FEED_DONE } else { FEED_RUNNING });
         let fd = conn.fd();
         let (served, reusable) = std::thread::scope(|s| {
@@ -269,6 +271,7 @@ impl FastCgi {
             }
             (served, reusable)
         });
+        tracing::debug!(target: "fastcgi", path = %String::from_utf8_lossy(head.path), reused = conn.reused, reusable, "exchange done");
         if reusable {
             self.pool.put(conn);
         }
