@@ -171,6 +171,13 @@ mod tests {
             (c.cgi.dirs.len(), c.work.enabled, c.dynamic.threads),
             (1, true, 4)
         );
+        let mut f = Config::from_toml(
+            "[fastcgi]\nbackend = \"unix:/run/php/fpm.sock\"\nextensions = [\".php\"]\nkeepalive = 0\n",
+        )
+        .unwrap();
+        assert_eq!((f.fastcgi.keepalive, f.fastcgi.extensions.len()), (0, 1));
+        f.root = std::env::temp_dir();
+        assert_eq!(f.validate(), Ok(()));
         let e = Config::from_toml("[cgi]\ntimeout = 5\n").unwrap_err();
         assert!(e.contains("timeout") && !e.contains('\n'), "{e}");
         let base = Config {
@@ -196,6 +203,18 @@ mod tests {
             ),
             (&|c: &mut Config| c.dynamic.queue = 0, "dynamic.queue"),
             (&|c: &mut Config| c.work.path = "/w?x".into(), "work.path"),
+            (
+                &|c: &mut Config| c.fastcgi.backend = "localhost:9000".into(),
+                "fastcgi.backend",
+            ),
+            (
+                &|c: &mut Config| c.fastcgi.extensions = vec!["php".into()],
+                "fastcgi.extensions",
+            ),
+            (
+                &|c: &mut Config| c.fastcgi.read_timeout_ms = 0,
+                "fastcgi.read_timeout_ms",
+            ),
         ] {
             let mut c = base.clone();
             edit(&mut c);
