@@ -358,3 +358,27 @@ fn malformed_answers_are_502_and_overload_503() {
     );
     assert_eq!(s.get("/ok.x").status, 200, "server still fine");
 }
+
+#[test]
+fn chunked_upload_reaches_php_with_its_length() {
+    let Some(bin) = fpm_or_skip("chunked_upload_reaches_php_with_its_length") else {
+        return;
+    };
+    let (_fpm, s) = setup(&bin, false, "");
+    let body = pattern(3_000_000, 11);
+    let mut c = s.conn();
+    c.send(b"POST /hash.php HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n");
+    for piece in body.chunks(100_000) {
+        c.send(format!("{:x}\r\n", piece.len()).as_bytes());
+        c.send(piece);
+        c.send(b"\r\n");
+    }
+    c.send(b"0\r\n\r\n");
+    let r = answer(&mut c, &s);
+    assert_eq!(r.status, 200, "{}", show(&r.raw_head));
+    assert_eq!(r.text(), format!("{} {:08x}", body.len(), crc32(&body)));
+    // Still in sync, and an empty chunked body is no body at all.
+    c.send(b"POST /info.php HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n");
+    let r = answer(&mut c, &s);
+    assert!(lines(&r).contains(&"REQUEST_METHOD=POST".to_string()));
+}

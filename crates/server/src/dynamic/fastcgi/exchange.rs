@@ -243,18 +243,37 @@ impl Exchange<'_> {
     }
 }
 
+/// Where the request body comes from: the client as it arrives, or the temporary file a
+/// chunked body was spooled to.
+pub enum Source<'a, 'b> {
+    Client(&'a mut BodyIn<'b>),
+    Spooled(std::fs::File),
+}
+
 /// The feeder thread: the request body to the backend as STDIN records. If the backend
 /// stops taking it, the rest is read and dropped (the client connection stays in sync); a
 /// bad body leaves its status in `feed` and shuts the backend connection so the reader
 /// stops waiting.
-pub fn feed_body(body: &mut BodyIn, fd: BorrowedFd<'_>, send_ms: u64, feed: &AtomicU16) {
+pub fn feed_body(mut src: Source, fd: BorrowedFd<'_>, send_ms: u64, feed: &AtomicU16) {
     let mut open = true;
     let mut rec = Vec::with_capacity(READ_CHUNK);
+    let mut file_buf = Vec::new();
     let send = |rec: &[u8]| {
         super::conn::write_all(fd, rec, Instant::now() + Duration::from_millis(send_ms)).is_ok()
     };
     loop {
-        match body.next_piece() {
+        let piece = match &mut src {
+            Source::Client(body) => body.next_piece(),
+            Source::Spooled(file) => {
+                file_buf.resize(READ_CHUNK, 0);
+                match std::io::Read::read(file, &mut file_buf) {
+                    Ok(0) => Ok(None),
+                    Ok(n) => Ok(Some(&file_buf[..n])),
+                    Err(_) => Err(BodyFail::Status(500)),
+                }
+            }
+        };
+        match piece {
             Ok(Some(data)) => {
                 if open {
                     rec.clear();

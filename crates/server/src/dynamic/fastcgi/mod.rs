@@ -5,7 +5,7 @@
 //! adds), and the application's STDOUT is parsed as a CGI response (`cgi::head`).
 //!
 //! Both directions stream, as for CGI: a scoped thread sends the request body as STDIN
-//! records while it arrives, this thread forwards STDOUT to the client as it comes (chunked
+//! records while it arrives (a chunked body is first spooled to a file, `spool`), this thread forwards STDOUT to the client as it comes (chunked
 //! when the application gives no length), so no body is held whole. STDERR goes to the
 //! error log. Failures map to statuses like nginx's: backend unreachable or malformed
 //! output 502, overloaded 503, no answer within the read timeout 504; `max_connections`
@@ -16,6 +16,7 @@
 mod conn;
 mod exchange;
 mod record;
+mod spool;
 
 use super::cgi::env::{self as cgi_env, ScriptPath};
 use super::cgi::{count::Count, Served};
@@ -24,8 +25,8 @@ use super::Peers;
 use crate::config::{FastCgiConfig, StaticConfig};
 use crate::files::path::{map_path, PathPolicy};
 use conn::{Backend, ConnectFail, IoFail, Pool};
-use exchange::{feed_body, Exchange};
-use gearshift_http::RequestHead;
+use exchange::{feed_body, Exchange, Source};
+use gearshift_http::{Framing, RequestHead};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU16, Ordering};
@@ -206,7 +207,32 @@ impl FastCgi {
             return Served::Done(out.error(503, &[("Retry-After", b"1")], false));
         }
         let _slot = Slot(self.busy.clone());
-        let no_body = body.is_done();
+        // A chunked body has no length, and PHP reads only CONTENT_LENGTH bytes: like nginx,
+        // spool it to a temporary file first, then send it with its length.
+        let mut spooled = None;
+        let mut sized;
+        let head = if head.framing == Framing::Chunked {
+            match spool::spool(body) {
+                Ok((file, n)) => {
+                    spooled = Some(file);
+                    sized = head.clone();
+                    sized.framing = if n > 0 {
+                        Framing::Length(n)
+                    } else {
+                        Framing::None
+                    };
+                    &sized
+                }
+                Err(spool::Fail::Body(e)) => return Served::Done(super::body_failed(e, out)),
+                Err(spool::Fail::Io(e)) => {
+                    tracing::error!(target: "fastcgi", "cannot spool the request body: {e}");
+                    return Served::Done(out.error(500, &[], true));
+                }
+            }
+        } else {
+            head
+        };
+        let no_body = head.framing == Framing::None;
         let begin = self.request_records(head, &script, peers, no_body);
         // A pooled connection the backend closed just now fails at once: retry on a new one.
         let conn = loop {
@@ -238,20 +264,24 @@ impl FastCgi {
         let feed = AtomicU16::new(if no_body { FEED_DONE } else { FEED_RUNNING });
         let fd = conn.fd();
         let (served, reusable) = std::thread::scope(|s| {
-            if !no_body {
+            let (feed, send_ms) = (&feed, self.send_timeout_ms);
+            if let Some(file) = spooled {
+                if !no_body {
+                    s.spawn(move || feed_body(Source::Spooled(file), fd, send_ms, feed));
+                }
+            } else if !no_body {
                 if body.send_continue().is_err() {
                     feed.store(FEED_GONE, Ordering::SeqCst);
                     let _ = rustix::net::shutdown(fd, rustix::net::Shutdown::ReadWrite);
                 } else {
                     let body = &mut *body;
-                    let (feed, send_ms) = (&feed, self.send_timeout_ms);
-                    s.spawn(move || feed_body(body, fd, send_ms, feed));
+                    s.spawn(move || feed_body(Source::Client(body), fd, send_ms, feed));
                 }
             }
             let mut ex = Exchange {
                 fd,
                 read_timeout_ms: self.read_timeout_ms,
-                feed: &feed,
+                feed,
                 err_line: Vec::new(),
                 path: head.path,
             };
