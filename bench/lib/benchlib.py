@@ -5,6 +5,7 @@ Subcommands:
   freeport                      print a free TCP port on 127.0.0.1
   tree PID                      print PID and all its descendants, one a line
   cpu PID                       print CPU microseconds (utime+stime) of PID and descendants
+  cpu-all PID                   like cpu, plus the reaped children (cutime+cstime): CGI scripts
   rss PID                       print VmRSS KiB summed over PID and descendants
   static-report DIR             tables from DIR/runs.tsv and DIR/wrk-*.txt (bench/static)
   strace-report FILE REQUESTS   syscalls per request from an `strace -c` summary
@@ -60,6 +61,19 @@ def cpu_us(root):
         except OSError:
             continue
         ticks += int(f[11]) + int(f[12])
+    return ticks * 1_000_000 // CLK_TCK
+
+
+def cpu_all_us(root):
+    """utime+stime+cutime+cstime (fields 14-17) of root and descendants, in microseconds:
+    also the CPU of reaped children (CGI scripts), which plain cpu_us misses."""
+    ticks = 0
+    for p in tree(root):
+        try:
+            f = _stat_fields(p)
+        except OSError:
+            continue
+        ticks += sum(int(v) for v in f[11:15])
     return ticks * 1_000_000 // CLK_TCK
 
 
@@ -298,6 +312,8 @@ def main(argv):
         print("\n".join(map(str, tree(args[0]))))
     elif cmd == "cpu":
         print(cpu_us(args[0]))
+    elif cmd == "cpu-all":
+        print(cpu_all_us(args[0]))
     elif cmd == "rss":
         print(rss_kib(args[0]))
     elif cmd == "wrk":

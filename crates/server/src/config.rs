@@ -4,7 +4,7 @@
 
 use crate::accesslog::LogFormat;
 use crate::defaults;
-pub use crate::dynamic::config::{CgiConfig, DynamicConfig, WorkConfig};
+pub use crate::dynamic::config::{CgiConfig, DynamicConfig, FastCgiConfig, WorkConfig};
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -46,6 +46,8 @@ pub struct Config {
     pub dynamic: DynamicConfig,
     /// CGI/1.1 scripts.
     pub cgi: CgiConfig,
+    /// FastCGI application server (php-fpm).
+    pub fastcgi: FastCgiConfig,
     /// The synthetic work endpoint.
     pub work: WorkConfig,
     /// Sensors, online controller and trajectory log (issue 7).
@@ -258,6 +260,7 @@ impl Default for Config {
             staged: StagedConfig::default(),
             dynamic: DynamicConfig::default(),
             cgi: CgiConfig::default(),
+            fastcgi: FastCgiConfig::default(),
             work: WorkConfig::default(),
             control: crate::live::LiveConfig::default(),
         }
@@ -426,6 +429,7 @@ impl Config {
         if self.log.access.is_empty() {
             return Err("log.access: use 'off', 'stdout' or a file path".into());
         }
+        crate::dynamic::config::validate_fastcgi(&self.fastcgi)?;
         crate::dynamic::config::validate(&self.dynamic, &self.cgi, &self.work)
     }
 

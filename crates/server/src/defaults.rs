@@ -130,6 +130,31 @@ pub mod cgi {
     pub const PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 }
 
+/// FastCGI client (php-fpm behind gearshift).
+pub mod fastcgi {
+    use std::time::Duration;
+    /// nginx `fastcgi_connect_timeout 60s`.
+    pub const CONNECT_TIMEOUT_MS: u64 = 60_000;
+    /// nginx `fastcgi_read_timeout 60s` (between two reads, not for the whole answer).
+    pub const READ_TIMEOUT_MS: u64 = 60_000;
+    /// nginx `fastcgi_send_timeout 60s`.
+    pub const SEND_TIMEOUT_MS: u64 = 60_000;
+    /// Requests in flight at the backend. nginx's upstream `max_conns` is unlimited by
+    /// default; we take CGI's cap (MaxRequestWorkers 400 of Apache's threaded MPMs).
+    pub const MAX_CONNECTIONS: usize = 400;
+    /// Idle connections kept per process: nginx's FastCGI example in the upstream module
+    /// docs, `keepalive 8` (nginx keeps none unless told; php-fpm ties one worker to each).
+    pub const KEEPALIVE: usize = 8;
+    /// How long an idle connection is kept. nginx upstream `keepalive_timeout 60s`.
+    pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(60);
+    /// Requests on one backend connection before it is closed. nginx upstream
+    /// `keepalive_requests 1000`.
+    pub const KEEPALIVE_REQUESTS: u64 = 1000;
+    /// Wait for the answer to FCGI_GET_VALUES (ours: it only informs; php-fpm answers at
+    /// once, an application that ignores management records should not hold a request).
+    pub const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
+}
+
 /// Synthetic work endpoint (no peer has one; bounds are ours): a single request may burn at
 /// most 1 s of CPU, sleep 10 s, allocate 64 MiB and ask for a 64 MiB body, so it cannot pin a
 /// worker or the machine for long.

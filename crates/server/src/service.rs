@@ -5,6 +5,7 @@
 use crate::accesslog::{Destination, LogFormat, Sink};
 use crate::config::Config;
 use crate::dynamic::cgi::Cgi;
+use crate::dynamic::fastcgi::FastCgi;
 use crate::dynamic::Route;
 use crate::files::StaticFiles;
 use crate::output::Batch;
@@ -22,6 +23,8 @@ pub struct Service {
     pub log_format: LogFormat,
     /// None when no CGI directory or extension is configured.
     pub cgi: Option<Cgi>,
+    /// None when no FastCGI backend is configured.
+    pub fastcgi: Option<FastCgi>,
 }
 
 impl Service {
@@ -52,8 +55,15 @@ impl Service {
             &config.root,
             previous.and_then(|p| p.cgi.as_ref()),
         );
+        let fastcgi = FastCgi::new(
+            &config.fastcgi,
+            &config.static_files,
+            &config.root,
+            previous.and_then(|p| p.fastcgi.as_ref()),
+        );
         Ok(Service {
             cgi,
+            fastcgi,
             limits: config.http.limits(),
             timeouts: config.http.timeouts(),
             log_format: config.log.format,
@@ -68,8 +78,11 @@ impl Service {
         if self.config.work.enabled && req.path == self.config.work.path.as_bytes() {
             return Route::Work;
         }
-        match &self.cgi {
-            Some(cgi) if cgi.matches(req.path) => Route::Cgi,
+        if matches!(&self.cgi, Some(cgi) if cgi.matches(req.path)) {
+            return Route::Cgi;
+        }
+        match &self.fastcgi {
+            Some(f) if f.matches(req.path) => Route::FastCgi,
             _ => Route::Static,
         }
     }

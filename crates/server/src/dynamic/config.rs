@@ -1,5 +1,5 @@
-//! Configuration of dynamic content (the event engine's hand-off pool, CGI, the work
-//! endpoint), kept beside the code it configures; `config.rs` re-exports these sections so
+//! Configuration of dynamic content (the event engine's hand-off pool, CGI, FastCGI, the
+//! work endpoint), kept beside the code it configures; `config.rs` re-exports these sections so
 //! the whole file format is still described from there.
 
 use crate::config::positive;
@@ -26,6 +26,26 @@ pub struct CgiConfig {
     pub timeout_ms: u64,
     /// Most scripts running at once; more requests get 503.
     pub max_processes: usize,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct FastCgiConfig {
+    /// The application server: `IP:PORT`, `unix:/path` or `/path`; empty = off.
+    pub backend: String,
+    /// File name suffixes sent to the backend (nginx `location ~ \.php$`).
+    pub extensions: Vec<String>,
+    /// URL path prefixes whose paths all go to the backend.
+    pub dirs: Vec<String>,
+    /// Requests in flight at the backend at once; more get 503.
+    pub max_connections: usize,
+    /// Idle connections kept open per process for reuse (0: one connection per request).
+    pub keepalive: usize,
+    pub connect_timeout_ms: u64,
+    /// Inactivity timeout while waiting for the backend's answer (504 before its head).
+    pub read_timeout_ms: u64,
+    /// Inactivity timeout while sending the request to the backend.
+    pub send_timeout_ms: u64,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -57,6 +77,47 @@ impl Default for CgiConfig {
             max_processes: defaults::cgi::MAX_PROCESSES,
         }
     }
+}
+
+impl Default for FastCgiConfig {
+    fn default() -> Self {
+        use defaults::fastcgi as d;
+        FastCgiConfig {
+            backend: String::new(),
+            extensions: Vec::new(),
+            dirs: Vec::new(),
+            max_connections: d::MAX_CONNECTIONS,
+            keepalive: d::KEEPALIVE,
+            connect_timeout_ms: d::CONNECT_TIMEOUT_MS,
+            read_timeout_ms: d::READ_TIMEOUT_MS,
+            send_timeout_ms: d::SEND_TIMEOUT_MS,
+        }
+    }
+}
+
+/// Check the `[fastcgi]` section; the error is one line naming the option.
+pub fn validate_fastcgi(f: &FastCgiConfig) -> Result<(), String> {
+    positive("fastcgi.max_connections", f.max_connections as u64)?;
+    positive("fastcgi.connect_timeout_ms", f.connect_timeout_ms)?;
+    positive("fastcgi.read_timeout_ms", f.read_timeout_ms)?;
+    positive("fastcgi.send_timeout_ms", f.send_timeout_ms)?;
+    if !f.backend.is_empty() {
+        crate::dynamic::fastcgi::FastCgiBackend::parse(&f.backend)
+            .map_err(|e| format!("fastcgi.backend: {e}"))?;
+    }
+    for d in &f.dirs {
+        if !d.starts_with('/') || d.split('/').any(|s| s == "." || s == "..") {
+            return Err(format!("fastcgi.dirs: '{d}' is not an absolute URL path"));
+        }
+    }
+    for e in &f.extensions {
+        if !e.starts_with('.') || e.len() < 2 || e.contains('/') {
+            return Err(format!(
+                "fastcgi.extensions: '{e}' is not a suffix like '.php'"
+            ));
+        }
+    }
+    Ok(())
 }
 
 impl Default for WorkConfig {
@@ -110,6 +171,13 @@ mod tests {
             (c.cgi.dirs.len(), c.work.enabled, c.dynamic.threads),
             (1, true, 4)
         );
+        let mut f = Config::from_toml(
+            "[fastcgi]\nbackend = \"unix:/run/php/fpm.sock\"\nextensions = [\".php\"]\nkeepalive = 0\n",
+        )
+        .unwrap();
+        assert_eq!((f.fastcgi.keepalive, f.fastcgi.extensions.len()), (0, 1));
+        f.root = std::env::temp_dir();
+        assert_eq!(f.validate(), Ok(()));
         let e = Config::from_toml("[cgi]\ntimeout = 5\n").unwrap_err();
         assert!(e.contains("timeout") && !e.contains('\n'), "{e}");
         let base = Config {
@@ -135,6 +203,18 @@ mod tests {
             ),
             (&|c: &mut Config| c.dynamic.queue = 0, "dynamic.queue"),
             (&|c: &mut Config| c.work.path = "/w?x".into(), "work.path"),
+            (
+                &|c: &mut Config| c.fastcgi.backend = "localhost:9000".into(),
+                "fastcgi.backend",
+            ),
+            (
+                &|c: &mut Config| c.fastcgi.extensions = vec!["php".into()],
+                "fastcgi.extensions",
+            ),
+            (
+                &|c: &mut Config| c.fastcgi.read_timeout_ms = 0,
+                "fastcgi.read_timeout_ms",
+            ),
         ] {
             let mut c = base.clone();
             edit(&mut c);

@@ -1,5 +1,5 @@
 //! Dynamic content: requests answered by running something (a CGI script, the synthetic
-//! work endpoint; later FastCGI and the reverse proxy) rather than from a file. Such an
+//! work endpoint, a FastCGI application; later the reverse proxy) rather than from a file. Such an
 //! answer may block for long, so it does not fit the in-place `Service::handle`: `Session`
 //! stops at the request's head with `Stop::Dynamic`, and the engine calls `exchange` — the
 //! single entry point — on a thread that may block (a blocking engine's worker inline, the
@@ -12,6 +12,7 @@
 
 pub mod cgi;
 pub mod config;
+pub mod fastcgi;
 pub mod io;
 pub mod pool;
 pub mod work;
@@ -36,6 +37,8 @@ pub enum Route {
     Work,
     /// A CGI script.
     Cgi,
+    /// A FastCGI application (php-fpm).
+    FastCgi,
 }
 
 /// Addresses of the two ends, for handlers that pass them on (CGI meta-variables).
@@ -122,7 +125,7 @@ pub fn exchange(
     session.finish_dynamic(&head, &req, outcome, in_sync, exchange_us, w);
 }
 
-/// Route `head` to its handler; local redirects of CGI come back here (at most
+/// Route `head` to its handler; local redirects of CGI (and FastCGI) come back here (at most
 /// `MAX_REDIRECTS` deep, Apache's LimitInternalRecursion).
 fn dispatch(
     svc: &Service,
@@ -132,24 +135,35 @@ fn dispatch(
     out: &mut Out,
     depth: usize,
 ) -> Outcome {
-    let outcome = match svc.route(head) {
-        Route::Static => out.answer(|b, ctx| svc.handle(head, ctx, b)),
-        Route::Work => work::serve(&svc.config.work, head, body, out),
-        Route::Cgi => match svc
+    let served = match svc.route(head) {
+        Route::Static => Some(cgi::Served::Done(
+            out.answer(|b, ctx| svc.handle(head, ctx, b)),
+        )),
+        Route::Work => Some(cgi::Served::Done(work::serve(
+            &svc.config.work,
+            head,
+            body,
+            out,
+        ))),
+        Route::Cgi => svc
             .cgi
             .as_ref()
-            .map(|c| c.serve(svc, head, peers, body, out))
+            .map(|c| c.serve(svc, head, peers, body, out)),
+        Route::FastCgi => svc
+            .fastcgi
+            .as_ref()
+            .map(|f| f.serve(head, peers, body, out)),
+    };
+    let outcome = match served {
+        Some(cgi::Served::Done(o)) => o,
+        Some(cgi::Served::LocalRedirect(location))
+            if depth < crate::defaults::cgi::MAX_REDIRECTS =>
         {
-            Some(cgi::Served::Done(o)) => o,
-            Some(cgi::Served::LocalRedirect(location))
-                if depth < crate::defaults::cgi::MAX_REDIRECTS =>
-            {
-                let target = redirected(head, &location);
-                dispatch(svc, &target, peers, body, out, depth + 1)
-            }
-            Some(cgi::Served::LocalRedirect(_)) => out.error(500, &[], false),
-            None => out.error(404, &[], false),
-        },
+            let target = redirected(head, &location);
+            dispatch(svc, &target, peers, body, out, depth + 1)
+        }
+        Some(cgi::Served::LocalRedirect(_)) => out.error(500, &[], false),
+        None => out.error(404, &[], false),
     };
     // Handlers end their response; this catches one that did not.
     if out.started() {

@@ -12,9 +12,10 @@
 //! 503 and Retry-After rather than queued, because a queued request would hold its worker
 //! (or dynamic-pool thread) while waiting, and shedding load is the point of the cap.
 
-mod count;
-mod env;
-mod head;
+// count, env and head serve FastCGI too.
+pub(crate) mod count;
+pub(crate) mod env;
+pub(crate) mod head;
 mod process;
 
 use super::io::{BodyFail, BodyIn, Out};

@@ -1,0 +1,384 @@
+//! FastCGI end to end against Debian's php-fpm, started per test with its own configuration
+//! (on a loopback port or a Unix socket) and PHP scripts in a temporary docroot: the
+//! parameters a script sees, headers and statuses, large bodies streamed both ways without
+//! growing the server, keep-alive reuse of one backend connection (counted in
+//! /proc/net/tcp) and recovery when the backend drops it, every failure mode with its
+//! status (backend down, connection cap, read timeout, malformed answers from a Python
+//! backend), and no connection or process left behind. Skipped, with a printed line, only
+//! when php-fpm is missing and we are not root to install it.
+
+mod common;
+mod fastcgi_peers;
+
+use common::*;
+use fastcgi_peers::*;
+use std::time::{Duration, Instant};
+
+const INFO_PHP: &str = r#"<?php
+header('X-From: php');
+foreach (['REQUEST_METHOD', 'QUERY_STRING', 'SCRIPT_NAME', 'SCRIPT_FILENAME', 'PATH_INFO',
+          'DOCUMENT_ROOT', 'DOCUMENT_URI', 'REQUEST_URI', 'REMOTE_ADDR', 'SERVER_PORT',
+          'SERVER_PROTOCOL', 'GATEWAY_INTERFACE', 'HTTP_X_CUSTOM', 'HTTP_PROXY',
+          'CONTENT_TYPE', 'CONTENT_LENGTH'] as $k) {
+    echo $k, '=', $_SERVER[$k] ?? '-', "\n";
+}
+echo 'get_a=', $_GET['a'] ?? '-', "\n";
+error_log('info-php-was-here');
+"#;
+
+/// Streams php://input through crc32b: length and checksum, without holding the body.
+const HASH_PHP: &str = r#"<?php
+$in = fopen('php://input', 'rb');
+$h = hash_init('crc32b');
+$n = 0;
+while (!feof($in)) { $d = fread($in, 65536); if ($d === false) break; $n += strlen($d); hash_update($h, $d); }
+header('Content-Type: text/plain');
+echo $n, ' ', hash_final($h);
+"#;
+
+const BIG_PHP: &str = r#"<?php
+header('Content-Type: application/octet-stream');
+$block = str_repeat('0123456789abcdef', 4096);
+$n = intval($_GET['mb'] ?? '1') * 16;
+for ($i = 0; $i < $n; $i++) { echo $block; flush(); }
+"#;
+
+const STATUS_PHP: &str = r#"<?php
+if (isset($_GET['to'])) { header('Location: ' . $_GET['to']); exit; }
+http_response_code(201);
+header('Content-Type: text/plain');
+echo 'created';
+"#;
+
+const SLOW_PHP: &str = "<?php\nsleep(intval($_GET['s'] ?? '5'));\necho 'late';\n";
+
+/// php-fpm (TCP, or a Unix socket) and a gearshift sending `.php` to it, with `extra`
+/// added to the `[fastcgi]` section.
+fn setup(fpm_bin: &str, unix: bool, extra: &str) -> (Fpm, Server) {
+    let fpm = Fpm::start(fpm_bin, unix);
+    let s = php_server(&fpm.backend, extra);
+    (fpm, s)
+}
+
+fn php_server(backend: &str, extra: &str) -> Server {
+    let root = standard_docroot();
+    for (name, src) in [
+        ("info.php", INFO_PHP),
+        ("hash.php", HASH_PHP),
+        ("big.php", BIG_PHP),
+        ("status.php", STATUS_PHP),
+        ("slow.php", SLOW_PHP),
+    ] {
+        root.write(name, src);
+    }
+    let (cfg, path) = config_file(&format!(
+        "listen = \"127.0.0.1:0\"\n[http]\nmax_body = 100000000\n[fastcgi]\nbackend = \"{backend}\"\nextensions = [\".php\"]\n{extra}"
+    ));
+    let mut s = serve(root, &["--config", &path]);
+    s.keep.push(cfg);
+    s
+}
+
+/// The next response on `c`, or a panic showing the server's error log.
+fn answer(c: &mut Conn, s: &Server) -> Response {
+    c.try_response(false)
+        .unwrap_or_else(|e| panic!("{e}; server log:\n{}", s.stderr_text()))
+}
+
+fn lines(r: &Response) -> Vec<String> {
+    r.text().lines().map(str::to_string).collect()
+}
+
+/// crc32 (IEEE, as PHP's crc32b), to check an upload arrived whole.
+fn crc32(data: &[u8]) -> u32 {
+    let mut table = [0u32; 256];
+    for (i, t) in table.iter_mut().enumerate() {
+        let mut c = i as u32;
+        for _ in 0..8 {
+            c = if c & 1 != 0 {
+                0xEDB8_8320 ^ (c >> 1)
+            } else {
+                c >> 1
+            };
+        }
+        *t = c;
+    }
+    !data.iter().fold(!0u32, |c, &b| {
+        table[((c ^ b as u32) & 0xff) as usize] ^ (c >> 8)
+    })
+}
+
+#[test]
+fn parameters_headers_and_statuses_over_tcp_and_unix_socket() {
+    let Some(bin) = fpm_or_skip("parameters_headers_and_statuses") else {
+        return;
+    };
+    for unix in [false, true] {
+        let (_fpm, s) = setup(&bin, unix, "");
+        let r = s.get_with(
+            "/info.php/extra/p%20q?a=1&b=2",
+            &[("X-Custom", "yes"), ("Proxy", "http://evil:1")],
+        );
+        assert_eq!(r.status, 200, "unix={unix}: {}", show(&r.raw_head));
+        assert_eq!(r.header("x-from"), Some("php"));
+        let got = lines(&r);
+        let root = s.root().str();
+        for want in [
+            "REQUEST_METHOD=GET".to_string(),
+            "QUERY_STRING=a=1&b=2".into(),
+            "SCRIPT_NAME=/info.php".into(),
+            format!("SCRIPT_FILENAME={root}/info.php"),
+            "PATH_INFO=/extra/p q".into(),
+            format!("DOCUMENT_ROOT={root}"),
+            "DOCUMENT_URI=/info.php/extra/p q".into(),
+            "REQUEST_URI=/info.php/extra/p%20q?a=1&b=2".into(),
+            "REMOTE_ADDR=127.0.0.1".into(),
+            format!("SERVER_PORT={}", s.port),
+            "SERVER_PROTOCOL=HTTP/1.1".into(),
+            "GATEWAY_INTERFACE=CGI/1.1".into(),
+            "HTTP_X_CUSTOM=yes".into(),
+            "HTTP_PROXY=-".into(),
+            "get_a=1".into(),
+        ] {
+            assert!(
+                got.contains(&want),
+                "unix={unix}: missing {want:?} in {got:?}"
+            );
+        }
+        // No length from PHP: chunked.
+        assert_eq!(r.header("transfer-encoding"), Some("chunked"));
+        let r = s.get("/status.php");
+        assert_eq!((r.status, r.text().as_str()), (201, "created"));
+        let r = s.get("/status.php?to=http://example.com/x");
+        assert_eq!(
+            (r.status, r.header("location")),
+            (302, Some("http://example.com/x"))
+        );
+        let h = s.head("/status.php", &[]);
+        assert_eq!((h.status, h.body.len()), (201, 0));
+        // php-fpm's own 404 for a script that does not exist.
+        assert_eq!(s.get("/missing.php").status, 404);
+        // Static files still served around it.
+        assert_eq!(s.get("/file.txt").text(), "plain text file for tests\n");
+        assert!(
+            poll(Duration::from_secs(5), || s
+                .stderr_text()
+                .contains("info-php-was-here")
+                .then_some(()))
+            .is_some(),
+            "FCGI_STDERR goes to the error log: {}",
+            s.stderr_text()
+        );
+        assert_no_scripts(s.pid(), "fastcgi spawns nothing");
+    }
+}
+
+#[test]
+fn large_upload_and_download_are_streamed() {
+    let Some(bin) = fpm_or_skip("large_upload_and_download_are_streamed") else {
+        return;
+    };
+    const SIZE: usize = 24_000_000;
+    let (_fpm, s) = setup(&bin, false, "");
+    let body = pattern(SIZE, 7);
+    let before = peak_kib(s.pid());
+    let mut c = s.conn();
+    c.send(
+        format!("POST /hash.php HTTP/1.1\r\nHost: t\r\nContent-Type: application/octet-stream\r\nContent-Length: {SIZE}\r\n\r\n")
+            .as_bytes(),
+    );
+    for piece in body.chunks(1 << 20) {
+        c.send(piece);
+    }
+    let r = c.response();
+    assert_eq!(r.status, 200, "{}", show(&r.raw_head));
+    assert_eq!(r.text(), format!("{SIZE} {:08x}", crc32(&body)));
+    drop(body);
+    // 32 MiB down on the same connection.
+    c.send(&req("GET", "/big.php?mb=32", &[]));
+    let r = c.response();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body.len(), 32 << 20);
+    assert!(r.body.starts_with(b"0123456789abcdef0123"));
+    let peak = peak_kib(s.pid());
+    assert!(
+        peak < before + 16 * 1024,
+        "server peak RSS grew from {before} KiB to {peak} KiB for 24 MB up, 32 MiB down"
+    );
+}
+
+#[test]
+fn keep_alive_reuses_one_backend_connection_and_survives_its_loss() {
+    let Some(bin) = fpm_or_skip("keep_alive_reuses_one_backend_connection") else {
+        return;
+    };
+    let (mut fpm, s) = setup(&bin, false, "");
+    let port = fpm.port.unwrap();
+    let mut c = s.conn();
+    let mut seen = Vec::new();
+    for i in 0..6 {
+        c.send(&req("GET", &format!("/info.php?a={i}"), &[]));
+        let r = answer(&mut c, &s);
+        assert!(lines(&r).contains(&format!("get_a={i}")), "{}", r.text());
+        // POSTs too: the body's STDIN stream must end cleanly for the connection to stay.
+        c.send(b"POST /hash.php HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello");
+        assert_eq!(
+            answer(&mut c, &s).text(),
+            format!("5 {:08x}", crc32(b"hello"))
+        );
+        seen.push(conns_to(port));
+    }
+    assert_eq!(seen[0].len(), 1, "one backend connection: {seen:?}");
+    assert!(
+        seen.iter().all(|p| *p == seen[0]),
+        "the same connection for every request: {seen:?}"
+    );
+    // php-fpm goes away and comes back: the pooled connection is dead; the next request
+    // notices and uses a new one instead of failing.
+    fpm.restart();
+    for i in 0..3 {
+        let r = {
+            c.send(&req("GET", &format!("/info.php?a=again{i}"), &[]));
+            c.response()
+        };
+        assert_eq!(r.status, 200, "after restart: {}", show(&r.raw_head));
+        assert!(lines(&r).contains(&format!("get_a=again{i}")));
+    }
+    let after = conns_to(port);
+    assert_eq!(after.len(), 1, "{after:?}");
+    assert_ne!(after, seen[0], "a new connection after the restart");
+    drop(c);
+    drop(s);
+    assert!(
+        poll(Duration::from_secs(5), || conns_to(port)
+            .is_empty()
+            .then_some(()))
+        .is_some(),
+        "connections left after the server stopped: {:?}",
+        conns_to(port)
+    );
+}
+
+#[test]
+fn backend_down_is_502_and_the_connection_cap_503() {
+    let Some(bin) = fpm_or_skip("backend_down_is_502") else {
+        return;
+    };
+    let s = php_server(&format!("127.0.0.1:{}", free_port()), "");
+    let r = s.get("/info.php");
+    assert_eq!(r.status, 502, "{}", show(&r.raw_head));
+    let dir = TempDir::new("nosock");
+    let s = php_server(dir.join("none.sock").to_str().unwrap(), "");
+    assert_eq!(s.get("/info.php").status, 502);
+    assert_eq!(s.get("/file.txt").status, 200, "static files unaffected");
+
+    let (_fpm, s) = setup(&bin, false, "max_connections = 1\n");
+    let addr = s.addr;
+    let first = std::thread::spawn(move || {
+        let mut c = Conn::open(addr);
+        c.send(&req("GET", "/slow.php?s=3", &[]));
+        c.response()
+    });
+    // Wait until the first request is at the backend, then ask for a second one.
+    std::thread::sleep(Duration::from_millis(1200));
+    let r = s.get("/info.php");
+    assert_eq!(
+        (r.status, r.header("retry-after")),
+        (503, Some("1")),
+        "{}",
+        show(&r.raw_head)
+    );
+    let a = first.join().unwrap();
+    assert_eq!((a.status, a.text().as_str()), (200, "late"));
+    // The slot is released just after the answer is written: allow for that moment.
+    assert!(
+        poll(Duration::from_secs(5), || (s.get("/info.php").status
+            == 200)
+            .then_some(()))
+        .is_some(),
+        "slot released"
+    );
+}
+
+#[test]
+fn slow_script_is_504_and_its_connection_is_closed() {
+    let Some(bin) = fpm_or_skip("slow_script_is_504") else {
+        return;
+    };
+    let (fpm, s) = setup(&bin, false, "read_timeout_ms = 700\n");
+    let port = fpm.port.unwrap();
+    let start = Instant::now();
+    let r = s.get("/slow.php?s=5");
+    assert_eq!(r.status, 504, "{}", show(&r.raw_head));
+    assert!(
+        start.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        start.elapsed()
+    );
+    // Closed right after the answer is written (so poll a little), never pooled.
+    assert!(
+        poll(Duration::from_secs(5), || conns_to(port)
+            .is_empty()
+            .then_some(()))
+        .is_some(),
+        "the timed-out connection is closed, not pooled: {:?}",
+        conns_to(port)
+    );
+    assert_eq!(s.get("/status.php").status, 201, "next request fine");
+    assert!(conns_to(port).len() <= 1);
+}
+
+#[test]
+fn malformed_answers_are_502_and_overload_503() {
+    // The Python backend needs only python3 (always there), not php-fpm.
+    let py = PyBackend::start();
+    let root = standard_docroot();
+    let (cfg, path) = config_file(&format!(
+        "listen = \"127.0.0.1:0\"\n[fastcgi]\nbackend = \"{}\"\nextensions = [\".x\"]\n",
+        py.addr
+    ));
+    let mut s = serve(root, &["--config", &path]);
+    s.keep.push(cfg);
+    let r = s.get("/ok.x");
+    assert_eq!((r.status, r.text().as_str()), (200, "ok"));
+    for (path, status) in [
+        ("/garbage.x", 502),
+        ("/nohead.x", 502),
+        ("/overloaded.x", 503),
+    ] {
+        let r = s.get(path);
+        assert_eq!(r.status, status, "{path}: {}", show(&r.raw_head));
+    }
+    // Head sent, then the backend hangs up mid-body: the answer is cut (no last chunk).
+    let mut c = s.conn();
+    c.send(&req("GET", "/cut.x", &[]));
+    assert!(
+        c.try_response(false).is_err(),
+        "a cut answer must not look complete"
+    );
+    assert_eq!(s.get("/ok.x").status, 200, "server still fine");
+}
+
+#[test]
+fn chunked_upload_reaches_php_with_its_length() {
+    let Some(bin) = fpm_or_skip("chunked_upload_reaches_php_with_its_length") else {
+        return;
+    };
+    let (_fpm, s) = setup(&bin, false, "");
+    let body = pattern(3_000_000, 11);
+    let mut c = s.conn();
+    c.send(b"POST /hash.php HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n");
+    for piece in body.chunks(100_000) {
+        c.send(format!("{:x}\r\n", piece.len()).as_bytes());
+        c.send(piece);
+        c.send(b"\r\n");
+    }
+    c.send(b"0\r\n\r\n");
+    let r = answer(&mut c, &s);
+    assert_eq!(r.status, 200, "{}", show(&r.raw_head));
+    assert_eq!(r.text(), format!("{} {:08x}", body.len(), crc32(&body)));
+    // Still in sync, and an empty chunked body is no body at all.
+    c.send(b"POST /info.php HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n");
+    let r = answer(&mut c, &s);
+    assert!(lines(&r).contains(&"REQUEST_METHOD=POST".to_string()));
+}

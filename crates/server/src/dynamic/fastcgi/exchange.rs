@@ -1,0 +1,306 @@
+//! One request's exchange with the backend once its head records are sent: the answer
+//! read record by record (STDOUT parsed as a CGI response and streamed to the client,
+//! STDERR logged, END_REQUEST ending it) while `feed_body` sends the request body as STDIN
+//! records on a thread of its own. Every ending says whether the connection is clean
+//! enough to go back to the pool.
+
+use super::{record, FEED_CUT, FEED_DONE, FEED_GONE, ID, READ_CHUNK};
+use crate::dynamic::cgi::head::{self, Kind, Parsed};
+use crate::dynamic::cgi::Served;
+use crate::dynamic::io::{BodyFail, BodyIn, Out};
+use rustix::event::{poll, PollFd, PollFlags};
+use rustix::fd::BorrowedFd;
+use rustix::io::Errno;
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::time::{Duration, Instant};
+
+/// Longest single wait before the deadlines are checked again.
+const TICK_MS: u64 = 200;
+/// Longest stderr line logged whole.
+const MAX_LOG_LINE: usize = 4096;
+
+/// Reading one answer from the backend.
+pub struct Exchange<'a> {
+    pub fd: BorrowedFd<'a>,
+    pub read_timeout_ms: u64,
+    pub feed: &'a AtomicU16,
+    pub err_line: Vec<u8>,
+    pub path: &'a [u8],
+}
+
+/// How a wait for the backend ended.
+enum Read {
+    Data(usize),
+    Eof,
+    Timeout,
+    ClientGone,
+    Failed,
+}
+
+impl Exchange<'_> {
+    /// Forward the answer to `out`; also says whether the connection is clean for reuse.
+    pub fn respond(&mut self, out: &mut Out) -> (Served, bool) {
+        let mut buf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
+        let mut filled = 0usize;
+        buf.resize(READ_CHUNK, 0);
+        let mut head_buf: Vec<u8> = Vec::new();
+        let mut started = false;
+        let mut ended: Option<u8> = None;
+        loop {
+            // Every complete record in buf[..filled].
+            let mut pos = 0;
+            while ended.is_none() {
+                let r = match record::parse(&buf[pos..filled]) {
+                    Ok(Some(r)) => r,
+                    Ok(None) => break,
+                    Err(why) => return (self.bad(out, why), false),
+                };
+                let content = r.content(&buf[pos..filled]);
+                match (r.kind, r.id) {
+                    (record::STDOUT, ID) if started => {
+                        if !out.body(content) {
+                            return (Served::Done(out.outcome()), false);
+                        }
+                    }
+                    (record::STDOUT, ID) => {
+                        head_buf.extend_from_slice(content);
+                        match head::parse(&head_buf) {
+                            Parsed::Partial
+                                if head_buf.len() >= crate::defaults::cgi::MAX_HEADER =>
+                            {
+                                return (self.bad(out, "header section too large"), false)
+                            }
+                            Parsed::Partial => {}
+                            Parsed::Malformed(why) => return (self.bad(out, why), false),
+                            Parsed::Done(_, Kind::LocalRedirect(loc)) => {
+                                return (Served::LocalRedirect(loc), false)
+                            }
+                            Parsed::Done(
+                                n,
+                                Kind::Document {
+                                    status,
+                                    fields,
+                                    length,
+                                },
+                            ) => {
+                                let refs: Vec<(&[u8], &[u8])> =
+                                    fields.iter().map(|(k, v)| (&k[..], &v[..])).collect();
+                                out.head(status, &refs, length);
+                                started = true;
+                                if !out.body(&head_buf[n..]) {
+                                    return (Served::Done(out.outcome()), false);
+                                }
+                                head_buf = Vec::new();
+                            }
+                        }
+                    }
+                    (record::STDERR, ID) => self.log_stderr(content),
+                    (record::END_REQUEST, ID) => match record::end_request(content) {
+                        Some((_, status)) => ended = Some(status),
+                        None => return (self.bad(out, "short END_REQUEST"), false),
+                    },
+                    (record::UNKNOWN_TYPE | record::GET_VALUES_RESULT, 0) => {}
+                    _ => return (self.bad(out, "record of another request or type"), false),
+                }
+                pos += r.total;
+            }
+            buf.copy_within(pos..filled, 0);
+            filled -= pos;
+            if let Some(status) = ended {
+                self.flush_err_line();
+                let clean = filled == 0 && status == record::REQUEST_COMPLETE;
+                return (self.finish(out, status, started), clean);
+            }
+            match self.read(&mut buf[filled..], out) {
+                Read::Data(n) => filled += n,
+                end => return (self.cut(out, end, started), false),
+            }
+        }
+    }
+
+    /// END_REQUEST arrived.
+    fn finish(&mut self, out: &mut Out, status: u8, started: bool) -> Served {
+        if status != record::REQUEST_COMPLETE {
+            tracing::error!(target: "fastcgi", path = %String::from_utf8_lossy(self.path), "request refused by the backend: {}", record::protocol_status_name(status));
+            let code = if status == record::OVERLOADED {
+                503
+            } else {
+                502
+            };
+            return Served::Done(out.error(code, &[], false));
+        }
+        if !started {
+            if let Some(o) = self.feed_failure(out) {
+                return Served::Done(o);
+            }
+            return self.bad(out, "no header section before END_REQUEST");
+        }
+        if self.feed.load(Ordering::SeqCst) > FEED_DONE
+            && self.feed.load(Ordering::SeqCst) != FEED_CUT
+        {
+            out.broken = true;
+        }
+        out.finish();
+        Served::Done(out.outcome())
+    }
+
+    /// The backend stream ended early, timed out, or the client left.
+    fn cut(&mut self, out: &mut Out, how: Read, started: bool) -> Served {
+        self.flush_err_line();
+        if let Some(o) = self.feed_failure(out) {
+            return Served::Done(o);
+        }
+        let path = String::from_utf8_lossy(self.path);
+        match how {
+            Read::ClientGone => Served::Done(crate::dynamic::body_failed(BodyFail::Gone, out)),
+            Read::Timeout => {
+                tracing::error!(target: "fastcgi", path = %path, "no answer within {} ms", self.read_timeout_ms);
+                if started {
+                    out.broken = true;
+                    return Served::Done(out.outcome());
+                }
+                Served::Done(out.error(504, &[], true))
+            }
+            _ => {
+                tracing::error!(target: "fastcgi", path = %path, "backend closed the connection before END_REQUEST");
+                if started {
+                    out.broken = true;
+                    return Served::Done(out.outcome());
+                }
+                Served::Done(out.error(502, &[], false))
+            }
+        }
+    }
+
+    /// The request body failed: its status (or a dropped connection), if so.
+    fn feed_failure(&self, out: &mut Out) -> Option<crate::respond::Outcome> {
+        match self.feed.load(Ordering::SeqCst) {
+            s if s >= 400 => Some(out.error(s, &[], true)),
+            FEED_GONE => Some(crate::dynamic::body_failed(BodyFail::Gone, out)),
+            _ => None,
+        }
+    }
+
+    fn bad(&mut self, out: &mut Out, why: &str) -> Served {
+        tracing::error!(target: "fastcgi", path = %String::from_utf8_lossy(self.path), "malformed answer: {why}");
+        Served::Done(out.error(502, &[], false))
+    }
+
+    /// Wait for backend data within the read timeout, watching the client for a hang-up
+    /// once its body is in, and the server's drain deadline.
+    fn read(&mut self, buf: &mut [u8], out: &Out) -> Read {
+        let deadline = Instant::now() + Duration::from_millis(self.read_timeout_ms);
+        let shared = out.shared();
+        let client = out.fd();
+        loop {
+            match rustix::io::read(self.fd, &mut *buf) {
+                Ok(0) => return Read::Eof,
+                Ok(n) => return Read::Data(n),
+                Err(Errno::INTR) => continue,
+                Err(Errno::AGAIN) => {}
+                Err(_) => return Read::Failed,
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || shared.now_ms() >= shared.drain_deadline_ms.load(Ordering::SeqCst)
+            {
+                return Read::Timeout;
+            }
+            let watch = self.feed.load(Ordering::SeqCst) == FEED_DONE;
+            let mut fds = vec![PollFd::new(&self.fd, PollFlags::IN)];
+            if watch {
+                fds.push(PollFd::new(&client, PollFlags::RDHUP));
+            }
+            let wait = (left.as_millis() as u64).min(TICK_MS) as i32;
+            if let Err(e) = poll(&mut fds, wait) {
+                if e != Errno::INTR {
+                    return Read::Failed;
+                }
+            }
+            let hangup = PollFlags::RDHUP | PollFlags::HUP | PollFlags::ERR;
+            if watch && fds[1].revents().intersects(hangup) {
+                return Read::ClientGone;
+            }
+        }
+    }
+
+    fn log_stderr(&mut self, data: &[u8]) {
+        for &b in data {
+            if b == b'\n' || self.err_line.len() >= MAX_LOG_LINE {
+                self.flush_err_line();
+            }
+            if b != b'\n' {
+                self.err_line.push(b);
+            }
+        }
+    }
+
+    fn flush_err_line(&mut self) {
+        if !self.err_line.is_empty() {
+            let line = String::from_utf8_lossy(&self.err_line);
+            tracing::warn!(target: "fastcgi", path = %String::from_utf8_lossy(self.path), "stderr: {line}");
+            self.err_line.clear();
+        }
+    }
+}
+
+/// Where the request body comes from: the client as it arrives, or the temporary file a
+/// chunked body was spooled to.
+pub enum Source<'a, 'b> {
+    Client(&'a mut BodyIn<'b>),
+    Spooled(std::fs::File),
+}
+
+/// The feeder thread: the request body to the backend as STDIN records. If the backend
+/// stops taking it, the rest is read and dropped (the client connection stays in sync); a
+/// bad body leaves its status in `feed` and shuts the backend connection so the reader
+/// stops waiting.
+pub fn feed_body(mut src: Source, fd: BorrowedFd<'_>, send_ms: u64, feed: &AtomicU16) {
+    let mut open = true;
+    let mut rec = Vec::with_capacity(READ_CHUNK);
+    let mut file_buf = Vec::new();
+    let send = |rec: &[u8]| {
+        super::conn::write_all(fd, rec, Instant::now() + Duration::from_millis(send_ms)).is_ok()
+    };
+    loop {
+        let piece = match &mut src {
+            Source::Client(body) => body.next_piece(),
+            Source::Spooled(file) => {
+                file_buf.resize(READ_CHUNK, 0);
+                match std::io::Read::read(file, &mut file_buf) {
+                    Ok(0) => Ok(None),
+                    Ok(n) => Ok(Some(&file_buf[..n])),
+                    Err(_) => Err(BodyFail::Status(500)),
+                }
+            }
+        };
+        match piece {
+            Ok(Some(data)) => {
+                if open {
+                    rec.clear();
+                    record::stream(&mut rec, record::STDIN, ID, data);
+                    open = send(&rec);
+                }
+            }
+            Ok(None) => {
+                if open {
+                    rec.clear();
+                    record::end_stream(&mut rec, record::STDIN, ID);
+                    open = send(&rec);
+                }
+                feed.store(if open { FEED_DONE } else { FEED_CUT }, Ordering::SeqCst);
+                return;
+            }
+            Err(e) => {
+                feed.store(
+                    match e {
+                        BodyFail::Status(s) => s,
+                        BodyFail::Gone => FEED_GONE,
+                    },
+                    Ordering::SeqCst,
+                );
+                let _ = rustix::net::shutdown(fd, rustix::net::Shutdown::ReadWrite);
+                return;
+            }
+        }
+    }
+}
