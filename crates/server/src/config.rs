@@ -5,6 +5,7 @@
 use crate::accesslog::LogFormat;
 use crate::defaults;
 pub use crate::dynamic::config::{CgiConfig, DynamicConfig, WorkConfig};
+pub use crate::dynamic::proxy::config::ProxyConfig;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -48,6 +49,8 @@ pub struct Config {
     pub cgi: CgiConfig,
     /// The synthetic work endpoint.
     pub work: WorkConfig,
+    /// The reverse proxy (`[[proxy.route]]`, `[[proxy.upstream]]`).
+    pub proxy: ProxyConfig,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -257,6 +260,7 @@ impl Default for Config {
             dynamic: DynamicConfig::default(),
             cgi: CgiConfig::default(),
             work: WorkConfig::default(),
+            proxy: ProxyConfig::default(),
         }
     }
 }
@@ -422,7 +426,8 @@ impl Config {
         if self.log.access.is_empty() {
             return Err("log.access: use 'off', 'stdout' or a file path".into());
         }
-        crate::dynamic::config::validate(&self.dynamic, &self.cgi, &self.work)
+        crate::dynamic::config::validate(&self.dynamic, &self.cgi, &self.work)?;
+        crate::dynamic::proxy::config::validate(&self.proxy)
     }
 
     pub fn listen_addr(&self) -> Result<SocketAddr, String> {

@@ -140,3 +140,25 @@ pub mod work {
     pub const MAX_BYTES: u64 = 64 * 1024 * 1024;
     pub const MAX_ALLOC_KB: u64 = 64 * 1024;
 }
+
+/// Reverse proxy (`[[proxy.upstream]]`), nginx's ngx_http_proxy_module and
+/// ngx_http_upstream_module defaults unless said otherwise.
+pub mod proxy {
+    /// `proxy_connect_timeout 60s`.
+    pub const CONNECT_TIMEOUT_MS: u64 = 60_000;
+    /// `proxy_read_timeout 60s` (also used for sending, like `proxy_send_timeout 60s`).
+    pub const READ_TIMEOUT_MS: u64 = 60_000;
+    /// Idle connections cached per server: nginx's `keepalive` has no default (off); its
+    /// documentation's example uses `keepalive 32`, which we take so reuse is on.
+    pub const KEEPALIVE: usize = 32;
+    /// `keepalive_timeout 60s` (upstream block).
+    pub const KEEPALIVE_TIMEOUT_MS: u64 = 60_000;
+    /// `server ... max_fails=1 fail_timeout=10s`.
+    pub const MAX_FAILS: u32 = 1;
+    pub const FAIL_TIMEOUT_MS: u64 = 10_000;
+    /// Largest upstream response head; nginx `proxy_buffer_size` is one page (4k/8k) and a
+    /// larger head is a 502. We allow 16 KiB.
+    pub const MAX_RESPONSE_HEAD: usize = 16 * 1024;
+    /// Bytes moved per read in either direction (nginx `proxy_buffers 8 8k` hold 64 KiB).
+    pub const CHUNK: usize = 64 * 1024;
+}

@@ -5,6 +5,7 @@
 use crate::accesslog::{Destination, LogFormat, Sink};
 use crate::config::Config;
 use crate::dynamic::cgi::Cgi;
+use crate::dynamic::proxy::Proxy;
 use crate::dynamic::Route;
 use crate::files::StaticFiles;
 use crate::output::Batch;
@@ -22,6 +23,8 @@ pub struct Service {
     pub log_format: LogFormat,
     /// None when no CGI directory or extension is configured.
     pub cgi: Option<Cgi>,
+    /// None when no proxy route is configured.
+    pub proxy: Option<Proxy>,
 }
 
 impl Service {
@@ -52,8 +55,10 @@ impl Service {
             &config.root,
             previous.and_then(|p| p.cgi.as_ref()),
         );
+        let proxy = Proxy::new(&config.proxy, previous.and_then(|p| p.proxy.as_ref()));
         Ok(Service {
             cgi,
+            proxy,
             limits: config.http.limits(),
             timeouts: config.http.timeouts(),
             log_format: config.log.format,
@@ -67,6 +72,9 @@ impl Service {
     pub fn route(&self, req: &RequestHead) -> Route {
         if self.config.work.enabled && req.path == self.config.work.path.as_bytes() {
             return Route::Work;
+        }
+        if self.proxy.as_ref().is_some_and(|p| p.matches(req)) {
+            return Route::Proxy;
         }
         match &self.cgi {
             Some(cgi) if cgi.matches(req.path) => Route::Cgi,

@@ -14,6 +14,7 @@ pub mod cgi;
 pub mod config;
 pub mod io;
 pub mod pool;
+pub mod proxy;
 pub mod work;
 
 use crate::control::Shared;
@@ -36,6 +37,8 @@ pub enum Route {
     Work,
     /// A CGI script.
     Cgi,
+    /// The reverse proxy.
+    Proxy,
 }
 
 /// Addresses of the two ends, for handlers that pass them on (CGI meta-variables).
@@ -147,6 +150,10 @@ fn dispatch(
                 dispatch(svc, &target, peers, body, out, depth + 1)
             }
             Some(cgi::Served::LocalRedirect(_)) => out.error(500, &[], false),
+            None => out.error(404, &[], false),
+        },
+        Route::Proxy => match &svc.proxy {
+            Some(p) => p.serve(head, peers, body, out),
             None => out.error(404, &[], false),
         },
     };
