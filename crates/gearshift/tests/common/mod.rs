@@ -7,6 +7,7 @@ mod checked;
 mod client;
 mod date;
 mod procs;
+mod upstream;
 
 #[allow(unused_imports)]
 pub use checked::*;
@@ -16,6 +17,8 @@ pub use client::*;
 pub use date::*;
 #[allow(unused_imports)]
 pub use procs::*;
+#[allow(unused_imports)]
+pub use upstream::*;
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;

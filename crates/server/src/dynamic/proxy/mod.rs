@@ -21,9 +21,10 @@ mod balance;
 pub mod config;
 mod forward;
 mod pool;
+mod relay;
 
 use super::io::{BodyIn, Out};
-use super::{body_failed, Peers};
+use super::Peers;
 use crate::defaults::proxy::{CHUNK, MAX_RESPONSE_HEAD};
 use crate::respond::Outcome;
 use balance::{Algorithm, Balancer};
@@ -31,8 +32,9 @@ use config::{ProxyConfig, UpstreamConfig};
 use forward::{BodyKind, Parsed};
 use gearshift_http::{BodyDecoder, Framing, Method, RequestHead};
 use pool::{ConnectFail, Pool};
+use relay::{is_timeout, read_within, send_body};
 use std::cell::RefCell;
-use std::io::{self, Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -430,72 +432,4 @@ fn done(outcome: Outcome, ok: bool, reusable: bool) -> Step {
 fn finish(out: &mut Out) -> Outcome {
     out.finish();
     out.outcome()
-}
-
-/// Stream the client's body upstream in the framing the forwarded head declared.
-fn send_body(
-    s: &mut TcpStream,
-    framing: Framing,
-    body: &mut BodyIn,
-    out: &mut Out,
-) -> Result<(), Step> {
-    let chunked = framing == Framing::Chunked;
-    let upstream_failed = |e: io::Error| {
-        let status = if is_timeout(&e) { 504 } else { 502 };
-        Step::Try(Try::Failed {
-            status,
-            retry: false,
-        })
-    };
-    loop {
-        match body.next_piece() {
-            Ok(Some(data)) => {
-                let r = if chunked {
-                    let size = format!("{:x}\r\n", data.len());
-                    s.write_all(size.as_bytes())
-                        .and_then(|_| s.write_all(data))
-                        .and_then(|_| s.write_all(b"\r\n"))
-                } else {
-                    s.write_all(data)
-                };
-                r.map_err(upstream_failed)?;
-            }
-            Ok(None) => {
-                if chunked {
-                    s.write_all(b"0\r\n\r\n").map_err(upstream_failed)?;
-                }
-                return Ok(());
-            }
-            // The client's fault: its status, and the upstream's health is not touched.
-            Err(f) => return Err(done(body_failed(f, out), true, false)),
-        }
-    }
-}
-
-fn is_timeout(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-    )
-}
-
-/// One read, waiting at most `io_ms` and not past `deadline` (monotonic ms).
-fn read_within(
-    s: &mut TcpStream,
-    buf: &mut [u8],
-    io_ms: u64,
-    deadline: u64,
-    shared: &crate::control::Shared,
-) -> io::Result<usize> {
-    let left = deadline.saturating_sub(shared.now_ms());
-    if left == 0 {
-        return Err(io::ErrorKind::TimedOut.into());
-    }
-    s.set_read_timeout(Some(Duration::from_millis(io_ms.min(left))))?;
-    loop {
-        match s.read(buf) {
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            r => return r,
-        }
-    }
 }
