@@ -10,10 +10,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// A proxy over `servers` (a TOML array body) with `algorithm` and `extra` upstream keys.
+/// A proxy over `servers` (a TOML array body) with `extra` upstream keys.
 fn proxy(servers: &str, extra: &str) -> Server {
+    proxy_with(servers, extra, 1)
+}
+
+/// Like `proxy` with `workers` (the blocking engines' threads: one thread would serve the
+/// concurrent keep-alive clients one after the other).
+fn proxy_with(servers: &str, extra: &str, workers: usize) -> Server {
     let (dir, cfg) = config_file(&format!(
-        "listen = \"127.0.0.1:0\"\nworkers = 1\n[[proxy.upstream]]\nname = \"app\"\nservers = [{servers}]\n{extra}\n[[proxy.route]]\nprefix = \"/\"\nupstream = \"app\"\n"
+        "listen = \"127.0.0.1:0\"\nworkers = {workers}\n[[proxy.upstream]]\nname = \"app\"\nservers = [{servers}]\n{extra}\n[[proxy.route]]\nprefix = \"/\"\nupstream = \"app\"\n"
     ));
     let root = TempDir::new("proxy-root");
     let args: Vec<String> = vec!["serve".into(), root.str(), "--config".into(), cfg];
@@ -87,9 +93,10 @@ fn least_conn_avoids_the_busy_server() {
         b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nslow".to_vec()
     });
     let fast = Upstream::ok("fast");
-    let p = proxy(
+    let p = proxy_with(
         &format!("\"{}\", \"{}\"", slow.addr, fast.addr),
         "algorithm = \"least_conn\"",
+        8,
     );
     let clients: Vec<_> = (0..4)
         .map(|_| {

@@ -37,7 +37,6 @@ use std::cell::RefCell;
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 /// The proxy of one configuration generation.
 pub struct Proxy {
@@ -271,7 +270,7 @@ impl Upstream {
                         .cfg
                         .connect_timeout_ms
                         .min(deadline.saturating_sub(now));
-                    match self.pool.connect(addr, t) {
+                    match self.pool.connect(addr, t, self.cfg.read_timeout_ms) {
                         Ok(s) => s,
                         Err(f) => {
                             let status = if f == ConnectFail::Timeout { 504 } else { 502 };
@@ -313,7 +312,6 @@ impl Upstream {
     ) -> Step {
         let shared = out.shared();
         let io_ms = self.cfg.read_timeout_ms;
-        let _ = s.set_write_timeout(Some(Duration::from_millis(io_ms)));
         let failed = |status, retry| Step::Try(Try::Failed { status, retry });
         // Before any response byte, a failure on a reused connection is tried again fresh.
         let early = |timeout: bool| {

@@ -57,7 +57,8 @@ pub(super) fn is_timeout(e: &io::Error) -> bool {
     )
 }
 
-/// One read, waiting at most `io_ms` and not past `deadline` (monotonic ms).
+/// One read, waiting at most `io_ms` (the socket's timeout since `Pool::connect`) and not
+/// past `deadline` (monotonic ms; u64::MAX when there is no total timeout).
 pub(super) fn read_within(
     s: &mut TcpStream,
     buf: &mut [u8],
@@ -65,11 +66,13 @@ pub(super) fn read_within(
     deadline: u64,
     shared: &crate::control::Shared,
 ) -> io::Result<usize> {
-    let left = deadline.saturating_sub(shared.now_ms());
-    if left == 0 {
-        return Err(io::ErrorKind::TimedOut.into());
+    if deadline != u64::MAX {
+        let left = deadline.saturating_sub(shared.now_ms());
+        if left == 0 {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        s.set_read_timeout(Some(Duration::from_millis(io_ms.min(left))))?;
     }
-    s.set_read_timeout(Some(Duration::from_millis(io_ms.min(left))))?;
     loop {
         match s.read(buf) {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
