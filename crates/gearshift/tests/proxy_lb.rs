@@ -167,3 +167,51 @@ fn a_killed_upstream_is_ejected_without_errors_and_recovers() {
     );
     assert!(a.is_running());
 }
+
+#[test]
+fn active_health_checks_move_traffic_away_and_back() {
+    let healthy = Arc::new(AtomicBool::new(true));
+    let h = healthy.clone();
+    let a = Upstream::start(move |r| {
+        let status = if r.head.starts_with("GET /health ") && !h.load(Ordering::SeqCst) {
+            "503 Service Unavailable"
+        } else {
+            "200 OK"
+        };
+        format!("HTTP/1.1 {status}\r\nContent-Length: 1\r\n\r\na").into_bytes()
+    });
+    let b = Upstream::ok("b");
+    let p = proxy(
+        &format!("\"{}\", \"{}\"", a.addr, b.addr),
+        "health_path = \"/health\"\nhealth_interval_ms = 100\nfail_timeout_ms = 60000",
+    );
+    let served_by_a = || {
+        a.requests()
+            .iter()
+            .filter(|r| !r.head.starts_with("GET /health "))
+            .count()
+    };
+    let mut c = p.conn();
+    let mut get = |n: usize| {
+        for _ in 0..n {
+            c.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+            assert_eq!(c.response().status, 200);
+        }
+    };
+    get(2);
+    let probes = poll(Duration::from_secs(10), || {
+        (a.requests().len() > served_by_a()).then_some(())
+    });
+    assert!(probes.is_some(), "no health check reached the upstream");
+    // A fails its checks though it answers requests: it gets no more of them.
+    healthy.store(false, Ordering::SeqCst);
+    std::thread::sleep(Duration::from_millis(800));
+    let before = served_by_a();
+    get(10);
+    assert_eq!(served_by_a(), before, "traffic went to a server failing its checks");
+    // Passing again brings it back well before fail_timeout_ms (60 s).
+    healthy.store(true, Ordering::SeqCst);
+    std::thread::sleep(Duration::from_millis(800));
+    get(10);
+    assert!(served_by_a() >= before + 4, "the recovered server got no traffic back");
+}

@@ -156,6 +156,8 @@ pub mod proxy {
     /// `server ... max_fails=1 fail_timeout=10s`.
     pub const MAX_FAILS: u32 = 1;
     pub const FAIL_TIMEOUT_MS: u64 = 10_000;
+    /// Active checks (nginx Plus `health_check`'s default `interval=5`): every 5 s.
+    pub const HEALTH_INTERVAL_MS: u64 = 5_000;
     /// Largest upstream response head; nginx `proxy_buffer_size` is one page (4k/8k) and a
     /// larger head is a 502. We allow 16 KiB.
     pub const MAX_RESPONSE_HEAD: usize = 16 * 1024;

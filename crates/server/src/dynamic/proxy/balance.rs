@@ -137,6 +137,18 @@ impl Balancer {
         }
     }
 
+    /// An active health check's verdict: a failed check takes the server out of service
+    /// for `fail_timeout` (until a later check passes), a passing one returns it at once.
+    pub fn checked(&mut self, i: usize, ok: bool, now_ms: u64) {
+        let p = &mut self.peers[i];
+        if ok {
+            p.fails = 0;
+            p.down_until_ms = 0;
+        } else {
+            p.down_until_ms = now_ms + self.fail_timeout_ms;
+        }
+    }
+
     /// The first candidate at or after the rotating cursor.
     fn round_robin(&mut self, cands: &[usize]) -> usize {
         let n = self.peers.len();
@@ -328,6 +340,10 @@ mod tests {
         let j = b.pick(1, &[i]).unwrap();
         assert_ne!(i, j);
         assert_eq!(b.pick(1, &[0, 1]), None);
+        b.checked(0, true, 2);
+        assert!(b.is_up(0, 2), "a passing check returns the server at once");
+        b.checked(1, false, 3);
+        assert!(!b.is_up(1, 500) && b.is_up(1, 1003));
         assert_eq!(b.active(0) + b.active(1), 2);
     }
 }

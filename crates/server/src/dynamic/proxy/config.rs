@@ -76,6 +76,10 @@ pub struct UpstreamConfig {
     /// Failures within `fail_timeout_ms` that eject a server for `fail_timeout_ms`.
     pub max_fails: u32,
     pub fail_timeout_ms: u64,
+    /// Active health check: `GET` this path on every server each `health_interval_ms`;
+    /// empty = off (passive health only).
+    pub health_path: String,
+    pub health_interval_ms: u64,
 }
 
 impl Default for UpstreamConfig {
@@ -91,6 +95,8 @@ impl Default for UpstreamConfig {
             keepalive_timeout_ms: d::KEEPALIVE_TIMEOUT_MS,
             max_fails: d::MAX_FAILS,
             fail_timeout_ms: d::FAIL_TIMEOUT_MS,
+            health_path: String::new(),
+            health_interval_ms: d::HEALTH_INTERVAL_MS,
         }
     }
 }
@@ -129,6 +135,13 @@ pub fn validate(p: &ProxyConfig) -> Result<(), String> {
         positive(&format!("{at}.read_timeout_ms"), u.read_timeout_ms)?;
         positive(&format!("{at}.max_fails"), u64::from(u.max_fails))?;
         positive(&format!("{at}.fail_timeout_ms"), u.fail_timeout_ms)?;
+        let hp = &u.health_path;
+        if !hp.is_empty() && (!hp.starts_with('/') || hp.bytes().any(|b| b <= b' ' || b >= 0x7f)) {
+            return Err(format!("{at}.health_path: '{hp}' is not a URL path"));
+        }
+        if !hp.is_empty() {
+            positive(&format!("{at}.health_interval_ms"), u.health_interval_ms)?;
+        }
     }
     for (i, r) in p.routes.iter().enumerate() {
         let at = format!("proxy.route[{i}]");

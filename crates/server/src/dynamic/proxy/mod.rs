@@ -20,6 +20,7 @@
 mod balance;
 pub mod config;
 mod forward;
+mod health;
 mod pool;
 mod relay;
 
@@ -36,7 +37,9 @@ use relay::{is_timeout, read_within, send_body};
 use std::cell::RefCell;
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 /// The proxy of one configuration generation.
 pub struct Proxy {
@@ -57,6 +60,10 @@ pub struct Upstream {
     addrs: Vec<SocketAddr>,
     balancer: Mutex<Balancer>,
     pool: Pool,
+    epoch: Instant,
+    /// The process whose active health thread runs (0: none yet; a forked child starts its
+    /// own, since threads do not survive fork).
+    health_pid: AtomicU32,
 }
 
 /// How one attempt on one server ended.
@@ -143,6 +150,7 @@ impl Proxy {
         let Some(up) = self.find(head) else {
             return out.error(404, &[], false);
         };
+        health::ensure(up);
         up.serve(head, peers, body, out)
     }
 }
@@ -179,11 +187,18 @@ impl Upstream {
             )),
             pool: Pool::new(cfg.keepalive, cfg.keepalive_timeout_ms),
             cfg: cfg.clone(),
+            epoch: Instant::now(),
+            health_pid: AtomicU32::new(0),
         }
     }
 
     fn balancer(&self) -> std::sync::MutexGuard<'_, Balancer> {
         self.balancer.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The balancer's clock (its own, so the health thread shares it).
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
     }
 
     fn serve(&self, head: &RequestHead, peers: Peers, body: &mut BodyIn, out: &mut Out) -> Outcome {
@@ -211,7 +226,7 @@ impl Upstream {
                 status = 504;
                 break;
             }
-            let Some(i) = self.balancer().pick(now, &tried) else {
+            let Some(i) = self.balancer().pick(self.now_ms(), &tried) else {
                 break;
             };
             tried.push(i);
@@ -219,7 +234,7 @@ impl Upstream {
                 let mut buf = b.borrow_mut();
                 self.attempt(i, &req, head, body, out, deadline, replayable, &mut buf)
             });
-            let now = shared.now_ms();
+            let now = self.now_ms();
             match r {
                 Try::Done { outcome, ok, .. } => {
                     self.balancer().release(i, ok, now);
