@@ -208,10 +208,17 @@ fn active_health_checks_move_traffic_away_and_back() {
     std::thread::sleep(Duration::from_millis(800));
     let before = served_by_a();
     get(10);
-    assert_eq!(served_by_a(), before, "traffic went to a server failing its checks");
+    assert_eq!(
+        served_by_a(),
+        before,
+        "traffic went to a server failing its checks"
+    );
     // Passing again brings it back well before fail_timeout_ms (60 s).
     healthy.store(true, Ordering::SeqCst);
     std::thread::sleep(Duration::from_millis(800));
     get(10);
-    assert!(served_by_a() >= before + 4, "the recovered server got no traffic back");
+    assert!(
+        served_by_a() >= before + 4,
+        "the recovered server got no traffic back"
+    );
 }
