@@ -222,3 +222,40 @@ fn active_health_checks_move_traffic_away_and_back() {
         "the recovered server got no traffic back"
     );
 }
+
+#[test]
+fn only_safe_requests_move_to_another_server() {
+    // A reads each request and hangs up without answering; B answers.
+    let a = Upstream::start(|_| Vec::new());
+    let b = Upstream::ok("b");
+    let p = proxy(
+        &format!("\"{}\", \"{}\"", a.addr, b.addr),
+        "algorithm = \"round_robin\"\nmax_fails = 100",
+    );
+    // A GET failed after it was sent: retried on B, the client sees B's answer.
+    let r = p.get("/idempotent");
+    assert_eq!((r.status, r.text().as_str()), (200, "b"));
+    assert_eq!(a.requests().len(), 1);
+    // A POST with a body is not sent twice: A got it, the client gets 502, B never sees it.
+    let r = p.request("POST /once HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello");
+    assert_eq!(r.status, 502);
+    assert_eq!(a.requests().len(), 2);
+    assert!(
+        b.requests().iter().all(|s| !s.head.starts_with("POST")),
+        "the POST reached a second server"
+    );
+    // Nothing listening at all is a connect failure: even a POST moves on (nothing was sent).
+    let gone = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead = gone.local_addr().unwrap();
+    drop(gone);
+    let p = proxy(
+        &format!("\"{dead}\", \"{}\"", b.addr),
+        "algorithm = \"round_robin\"",
+    );
+    let r = p.request("POST /moved HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\nhi");
+    assert_eq!(r.status, 200);
+    assert!(b
+        .requests()
+        .iter()
+        .any(|s| s.head.starts_with("POST /moved") && s.body_len == 2));
+}
