@@ -284,3 +284,31 @@ fn smuggling_attempts_are_refused_at_the_proxy() {
     assert_eq!(c.response().status, 400);
     assert!(up.requests().is_empty(), "{:?}", up.requests());
 }
+
+#[test]
+fn a_client_hanging_up_ends_the_wait_for_the_upstream() {
+    let slow = Upstream::start(|_| {
+        std::thread::sleep(Duration::from_secs(8));
+        b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n".to_vec()
+    });
+    // read_timeout_ms stays at its default (60 s): only the hang-up can end the wait.
+    let p = proxy(&[slow.addr.to_string()], "", "");
+    let idle_sockets = sockets(p.pid());
+    let mut c = p.conn();
+    c.send(b"GET /slow HTTP/1.1\r\nHost: t\r\n\r\n");
+    let asked = poll(Duration::from_secs(5), || {
+        (!slow.requests().is_empty()).then_some(())
+    });
+    assert!(asked.is_some(), "the request never reached the upstream");
+    drop(c);
+    // Within a few of the proxy's 1 s checks, both its sockets of that exchange are closed
+    // (long before the upstream answers).
+    let freed = poll(Duration::from_secs(5), || {
+        (sockets(p.pid()) <= idle_sockets).then_some(())
+    });
+    assert!(
+        freed.is_some(),
+        "{} sockets, {idle_sockets} idle",
+        sockets(p.pid())
+    );
+}

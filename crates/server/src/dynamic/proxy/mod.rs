@@ -24,8 +24,9 @@ mod health;
 mod pool;
 mod relay;
 
+use super::io::BodyFail;
 use super::io::{BodyIn, Out};
-use super::Peers;
+use super::{body_failed, Peers};
 use crate::defaults::proxy::{CHUNK, MAX_RESPONSE_HEAD};
 use crate::respond::Outcome;
 use balance::{Algorithm, Balancer};
@@ -33,7 +34,7 @@ use config::{ProxyConfig, UpstreamConfig};
 use forward::{BodyKind, Parsed};
 use gearshift_http::{BodyDecoder, Framing, Method, RequestHead};
 use pool::{ConnectFail, Pool};
-use relay::{is_timeout, read_within, send_body};
+use relay::{is_abort, is_timeout, read_within, send_body, TICK_MS};
 use std::cell::RefCell;
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
@@ -285,7 +286,12 @@ impl Upstream {
                         .cfg
                         .connect_timeout_ms
                         .min(deadline.saturating_sub(now));
-                    match self.pool.connect(addr, t, self.cfg.read_timeout_ms) {
+                    match self.pool.connect(
+                        addr,
+                        t,
+                        self.cfg.read_timeout_ms.min(TICK_MS),
+                        self.cfg.read_timeout_ms,
+                    ) {
                         Ok(s) => s,
                         Err(f) => {
                             let status = if f == ConnectFail::Timeout { 504 } else { 502 };
@@ -347,9 +353,13 @@ impl Upstream {
         // The response head.
         let mut filled = 0;
         let rh = loop {
-            match read_within(s, &mut buf[filled..], io_ms, deadline, shared) {
+            match read_within(s, &mut buf[filled..], io_ms, deadline, shared, out.fd()) {
                 Ok(0) => return early(false),
                 Ok(n) => filled += n,
+                // Not the upstream's fault: the client is gone, nobody to answer.
+                Err(e) if is_abort(&e) => {
+                    return done(body_failed(BodyFail::Gone, out), true, false)
+                }
                 Err(e) => return early(is_timeout(&e)),
             }
             match forward::parse_response(&buf[..filled], head.method == Method::Head) {
@@ -416,13 +426,17 @@ impl Upstream {
             if left == 0 {
                 continue;
             }
-            match read_within(s, buf, io_ms, deadline, shared) {
+            match read_within(s, buf, io_ms, deadline, shared, out.fd()) {
                 Ok(0) if rh.body == BodyKind::Close => {
                     clean = false;
                     break true;
                 }
                 Ok(0) => break false,
                 Ok(n) => (pos, filled) = (0, n),
+                Err(e) if is_abort(&e) => {
+                    out.broken = true;
+                    return done(finish(out), true, false);
+                }
                 Err(_) => break false,
             }
         };

@@ -69,23 +69,25 @@ impl Pool {
     }
 
     /// A new connection to `addr` within `timeout_ms`, with Nagle off (heads and small
-    /// bodies go out at once) and `io_ms` as its read and write timeout (set once here, so
-    /// a reused connection costs no setsockopt per request).
+    /// bodies go out at once) and its read and write timeouts (set once here, so a reused
+    /// connection costs no setsockopt per request).
     pub fn connect(
         &self,
         addr: SocketAddr,
         timeout_ms: u64,
-        io_ms: u64,
+        read_ms: u64,
+        write_ms: u64,
     ) -> Result<TcpStream, ConnectFail> {
         let s = TcpStream::connect_timeout(&addr, Duration::from_millis(timeout_ms.max(1)))
             .map_err(|e| match e.kind() {
                 io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => ConnectFail::Timeout,
                 _ => ConnectFail::Error,
             })?;
-        let io = Some(Duration::from_millis(io_ms.max(1)));
+        let read = Some(Duration::from_millis(read_ms.max(1)));
+        let write = Some(Duration::from_millis(write_ms.max(1)));
         if s.set_nodelay(true)
-            .and(s.set_read_timeout(io))
-            .and(s.set_write_timeout(io))
+            .and(s.set_read_timeout(read))
+            .and(s.set_write_timeout(write))
             .is_err()
         {
             return Err(ConnectFail::Error);
@@ -113,11 +115,11 @@ mod tests {
         let addr = l.local_addr().unwrap();
         let pool = Pool::new(2, 1000);
         assert_eq!(pool.take(addr, 0).map(|_| ()), None);
-        let a = pool.connect(addr, 1000, 1000).unwrap();
+        let a = pool.connect(addr, 1000, 1000, 1000).unwrap();
         let (mut peer_a, _) = l.accept().unwrap();
         pool.put(addr, a, 0);
         assert!(pool.take(addr, 10).is_some(), "live idle connection reused");
-        let b = pool.connect(addr, 1000, 1000).unwrap();
+        let b = pool.connect(addr, 1000, 1000, 1000).unwrap();
         let (peer_b, _) = l.accept().unwrap();
         pool.put(addr, b, 0);
         drop(peer_b);
@@ -126,14 +128,14 @@ mod tests {
             pool.take(addr, 10).is_none(),
             "closed connection not reused"
         );
-        let c = pool.connect(addr, 1000, 1000).unwrap();
+        let c = pool.connect(addr, 1000, 1000, 1000).unwrap();
         let _peer_c = l.accept().unwrap();
         pool.put(addr, c, 0);
         assert!(
             pool.take(addr, 5000).is_none(),
             "stale connection not reused"
         );
-        let d = pool.connect(addr, 1000, 1000).unwrap();
+        let d = pool.connect(addr, 1000, 1000, 1000).unwrap();
         let (mut peer_d, _) = l.accept().unwrap();
         pool.put(addr, d, 0);
         peer_d.write_all(b"junk").unwrap();
@@ -146,7 +148,7 @@ mod tests {
         assert_eq!(pool.opened.load(Ordering::Relaxed), 4);
         drop(l);
         assert_eq!(
-            pool.connect(addr, 1000, 1000).unwrap_err(),
+            pool.connect(addr, 1000, 1000, 1000).unwrap_err(),
             ConnectFail::Error
         );
     }
