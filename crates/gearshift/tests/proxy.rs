@@ -312,3 +312,41 @@ fn a_client_hanging_up_ends_the_wait_for_the_upstream() {
         sockets(p.pid())
     );
 }
+
+#[test]
+fn an_early_upstream_answer_is_relayed_while_the_body_is_still_coming() {
+    // An upstream that answers 413 right after the head and then reads nothing more
+    // (while keeping the connection open), like a server refusing a too-large upload.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let Ok((mut s, _)) = l.accept() else { return };
+        let mut head = Vec::new();
+        let mut b = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") && std::io::Read::read(&mut s, &mut b).unwrap_or(0) == 1
+        {
+            head.push(b[0]);
+        }
+        let _ = s.write_all(b"HTTP/1.1 413 Payload Too Large\r\nContent-Length: 4\r\n\r\nbig!");
+        std::thread::sleep(Duration::from_secs(15));
+    });
+    let p = proxy(&[addr.to_string()], "", "[http]\nmax_body = 1000000000\n");
+    const LEN: usize = 64 << 20;
+    let mut c = p.conn();
+    c.send(format!("PUT /up HTTP/1.1\r\nHost: t\r\nContent-Length: {LEN}\r\n\r\n").as_bytes());
+    let mut writer = c.stream.try_clone().unwrap();
+    let sender = std::thread::spawn(move || {
+        let piece = vec![b'u'; 1 << 20];
+        for _ in 0..(LEN >> 20) {
+            if writer.write_all(&piece).is_err() {
+                break;
+            }
+        }
+    });
+    let t = std::time::Instant::now();
+    let r = c.response();
+    assert_eq!((r.status, r.text().as_str()), (413, "big!"));
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    drop(c);
+    sender.join().unwrap();
+}

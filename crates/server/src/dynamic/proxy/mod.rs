@@ -5,10 +5,10 @@
 //!
 //! Both bodies stream through one 64 KiB buffer with blocking writes, so back-pressure is
 //! the socket's: the proxy reads from one side only as fast as the other side takes it, and
-//! never holds a whole body. The request body is sent before the response is read (one
-//! thread per exchange); an upstream that answers early and closes without reading the
-//! body gives a 502. Framing was normalised before the proxy runs: the request parser
-//! refuses ambiguous heads (CL+TE, several CLs, obs-fold) with 400 on the client
+//! never holds a whole body. A request body is fed to the upstream by a second (scoped)
+//! thread while this one waits for the answer, so an early answer (413, a redirect) is
+//! relayed at once (`relay.rs`). Framing was normalised before the proxy runs: the request
+//! parser refuses ambiguous heads (CL+TE, several CLs, obs-fold) with 400 on the client
 //! connection, so nothing ambiguous is ever forwarded (see `forward.rs`).
 //!
 //! Failures map like nginx's: no connection 502, connect/read/total timeout 504, a
@@ -34,7 +34,7 @@ use config::{ProxyConfig, UpstreamConfig};
 use forward::{BodyKind, Parsed};
 use gearshift_http::{BodyDecoder, Framing, Method, RequestHead};
 use pool::{ConnectFail, Pool};
-use relay::{is_abort, is_timeout, read_within, send_body, TICK_MS};
+use relay::{is_abort, is_timeout, read_within, TICK_MS};
 use std::cell::RefCell;
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
@@ -331,6 +331,35 @@ impl Upstream {
         reused: bool,
         buf: &mut [u8],
     ) -> Step {
+        if let Err(e) = s.write_all(req) {
+            // Nothing answered yet: a reused connection may be retried fresh.
+            let timeout = is_timeout(&e);
+            return match (reused && replayable && !timeout, timeout) {
+                (true, _) => Step::Fresh,
+                (false, t) => Step::Try(Try::Failed {
+                    status: if t { 504 } else { 502 },
+                    retry: replayable,
+                }),
+            };
+        }
+        let (framing, mut ctx) = (head.framing, (head, deadline, replayable, reused));
+        if framing == Framing::None {
+            return self.respond(s, out, buf, ctx);
+        }
+        ctx.2 = false;
+        relay::stream_body(s, framing, body, out, |s, out| {
+            self.respond(s, out, buf, ctx)
+        })
+    }
+
+    /// Read the upstream's answer on `s` and relay it to the client.
+    fn respond(
+        &self,
+        s: &mut TcpStream,
+        out: &mut Out,
+        buf: &mut [u8],
+        (head, deadline, replayable, reused): (&RequestHead, u64, bool, bool),
+    ) -> Step {
         let shared = out.shared();
         let io_ms = self.cfg.read_timeout_ms;
         let failed = |status, retry| Step::Try(Try::Failed { status, retry });
@@ -342,14 +371,6 @@ impl Upstream {
                 failed(if timeout { 504 } else { 502 }, replayable)
             }
         };
-        if let Err(e) = s.write_all(req) {
-            return early(is_timeout(&e));
-        }
-        if head.framing != Framing::None {
-            if let Err(step) = send_body(s, head.framing, body, out) {
-                return step;
-            }
-        }
         // The response head.
         let mut filled = 0;
         let rh = loop {

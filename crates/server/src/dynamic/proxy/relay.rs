@@ -4,53 +4,105 @@
 
 use super::{done, Step, Try};
 use crate::dynamic::body_failed;
-use crate::dynamic::io::{BodyIn, Out};
+use crate::dynamic::io::{BodyFail, BodyIn, Out};
 use gearshift_http::Framing;
 use rustix::event::{poll, PollFd, PollFlags};
 use rustix::fd::BorrowedFd;
 use std::io::{self, Read, Write};
-use std::net::TcpStream;
-use std::sync::atomic::Ordering;
+use std::net::{Shutdown, TcpStream};
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::Duration;
 
-/// Stream the client's body upstream in the framing the forwarded head declared.
-pub(super) fn send_body(
+/// `feed` states besides a client status (>= 400) in an AtomicU16.
+const FEED_RUNNING: u16 = 0;
+const FEED_DONE: u16 = 1;
+const FEED_GONE: u16 = 2;
+/// The upstream stopped taking the body (closed, or `stream_body` shut it down).
+const FEED_UPSTREAM: u16 = 3;
+
+/// Stream the client's body to the upstream on a second (scoped) thread while `respond`
+/// reads the answer on this one, so an upstream that answers before it has read the whole
+/// body (a 413, a redirect) is relayed at once instead of deadlocking on a full socket.
+/// When `respond` is done the socket is shut down if the feeder still runs; a client body
+/// failure shuts it down from the feeder's side and is answered with its own status.
+pub(super) fn stream_body(
     s: &mut TcpStream,
     framing: Framing,
     body: &mut BodyIn,
     out: &mut Out,
-) -> Result<(), Step> {
-    let chunked = framing == Framing::Chunked;
-    let upstream_failed = |e: io::Error| {
-        let status = if is_timeout(&e) { 504 } else { 502 };
-        Step::Try(Try::Failed {
-            status,
+    respond: impl FnOnce(&mut TcpStream, &mut Out) -> Step,
+) -> Step {
+    // Answered here, before the response can start on this thread.
+    if body.send_continue().is_err() {
+        return done(body_failed(BodyFail::Gone, out), true, false);
+    }
+    let Ok(writer) = s.try_clone() else {
+        return Step::Try(Try::Failed {
+            status: 502,
             retry: false,
-        })
+        });
     };
-    loop {
+    let state = AtomicU16::new(FEED_RUNNING);
+    let step = std::thread::scope(|scope| {
+        let state = &state;
+        let feeder = scope.spawn(move || feed(writer, framing, body, state));
+        let step = respond(s, out);
+        if state.load(Ordering::SeqCst) == FEED_RUNNING {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        let _ = feeder.join();
+        step
+    });
+    match state.load(Ordering::SeqCst) {
+        FEED_DONE => step,
+        FEED_GONE => done(body_failed(BodyFail::Gone, out), true, false),
+        status if status >= 400 => {
+            let outcome = if out.started() {
+                out.broken = true;
+                out.outcome()
+            } else {
+                out.error(status, &[], true)
+            };
+            done(outcome, true, false)
+        }
+        // The upstream answered without taking the whole body: never reused.
+        _ => match step {
+            Step::Try(Try::Done { outcome, ok, .. }) => done(outcome, ok, false),
+            other => other,
+        },
+    }
+}
+
+/// The feeder thread: the decoded client body to the upstream in `framing`.
+fn feed(mut w: TcpStream, framing: Framing, body: &mut BodyIn, state: &AtomicU16) {
+    let chunked = framing == Framing::Chunked;
+    let end = loop {
         match body.next_piece() {
             Ok(Some(data)) => {
-                let r = if chunked {
+                let sent = if chunked {
                     let size = format!("{:x}\r\n", data.len());
-                    s.write_all(size.as_bytes())
-                        .and_then(|_| s.write_all(data))
-                        .and_then(|_| s.write_all(b"\r\n"))
+                    w.write_all(size.as_bytes())
+                        .and_then(|_| w.write_all(data))
+                        .and_then(|_| w.write_all(b"\r\n"))
                 } else {
-                    s.write_all(data)
+                    w.write_all(data)
                 };
-                r.map_err(upstream_failed)?;
-            }
-            Ok(None) => {
-                if chunked {
-                    s.write_all(b"0\r\n\r\n").map_err(upstream_failed)?;
+                if sent.is_err() {
+                    break FEED_UPSTREAM;
                 }
-                return Ok(());
             }
-            // The client's fault: its status, and the upstream's health is not touched.
-            Err(f) => return Err(done(body_failed(f, out), true, false)),
+            Ok(None) if chunked && w.write_all(b"0\r\n\r\n").is_err() => break FEED_UPSTREAM,
+            Ok(None) => break FEED_DONE,
+            Err(f) => {
+                let _ = w.shutdown(Shutdown::Both);
+                break match f {
+                    BodyFail::Status(s) => s,
+                    BodyFail::Gone => FEED_GONE,
+                };
+            }
         }
-    }
+    };
+    state.store(end, Ordering::SeqCst);
 }
 
 pub(super) fn is_timeout(e: &io::Error) -> bool {
