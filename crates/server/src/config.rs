@@ -5,6 +5,7 @@
 use crate::accesslog::LogFormat;
 use crate::defaults;
 pub use crate::dynamic::config::{CgiConfig, DynamicConfig, FastCgiConfig, WorkConfig};
+pub use crate::dynamic::proxy::config::ProxyConfig;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -52,6 +53,8 @@ pub struct Config {
     pub work: WorkConfig,
     /// Sensors, online controller and trajectory log (issue 7).
     pub control: crate::live::LiveConfig,
+    /// The reverse proxy (`[[proxy.route]]`, `[[proxy.upstream]]`).
+    pub proxy: ProxyConfig,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -263,6 +266,7 @@ impl Default for Config {
             fastcgi: FastCgiConfig::default(),
             work: WorkConfig::default(),
             control: crate::live::LiveConfig::default(),
+            proxy: ProxyConfig::default(),
         }
     }
 }
@@ -430,7 +434,8 @@ impl Config {
             return Err("log.access: use 'off', 'stdout' or a file path".into());
         }
         crate::dynamic::config::validate_fastcgi(&self.fastcgi)?;
-        crate::dynamic::config::validate(&self.dynamic, &self.cgi, &self.work)
+        crate::dynamic::config::validate(&self.dynamic, &self.cgi, &self.work)?;
+        crate::dynamic::proxy::config::validate(&self.proxy)
     }
 
     pub fn listen_addr(&self) -> Result<SocketAddr, String> {

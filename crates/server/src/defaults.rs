@@ -177,3 +177,27 @@ pub const HISTORY_WINDOW_S: u64 = 600;
 /// Most samples the history keeps whatever the interval (at the 50 ms minimum, the window
 /// shrinks to 3 minutes): about 1 KB each, a few MB at most. Ours.
 pub const HISTORY_MAX_SAMPLES: usize = 3600;
+
+/// Reverse proxy (`[[proxy.upstream]]`), nginx's ngx_http_proxy_module and
+/// ngx_http_upstream_module defaults unless said otherwise.
+pub mod proxy {
+    /// `proxy_connect_timeout 60s`.
+    pub const CONNECT_TIMEOUT_MS: u64 = 60_000;
+    /// `proxy_read_timeout 60s` (also used for sending, like `proxy_send_timeout 60s`).
+    pub const READ_TIMEOUT_MS: u64 = 60_000;
+    /// Idle connections cached per server: nginx's `keepalive` has no default (off); its
+    /// documentation's example uses `keepalive 32`, which we take so reuse is on.
+    pub const KEEPALIVE: usize = 32;
+    /// `keepalive_timeout 60s` (upstream block).
+    pub const KEEPALIVE_TIMEOUT_MS: u64 = 60_000;
+    /// `server ... max_fails=1 fail_timeout=10s`.
+    pub const MAX_FAILS: u32 = 1;
+    pub const FAIL_TIMEOUT_MS: u64 = 10_000;
+    /// Active checks (nginx Plus `health_check`'s default `interval=5`): every 5 s.
+    pub const HEALTH_INTERVAL_MS: u64 = 5_000;
+    /// Largest upstream response head; nginx `proxy_buffer_size` is one page (4k/8k) and a
+    /// larger head is a 502. We allow 16 KiB.
+    pub const MAX_RESPONSE_HEAD: usize = 16 * 1024;
+    /// Bytes moved per read in either direction (nginx `proxy_buffers 8 8k` hold 64 KiB).
+    pub const CHUNK: usize = 64 * 1024;
+}

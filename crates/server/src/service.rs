@@ -6,6 +6,7 @@ use crate::accesslog::{Destination, LogFormat, Sink};
 use crate::config::Config;
 use crate::dynamic::cgi::Cgi;
 use crate::dynamic::fastcgi::FastCgi;
+use crate::dynamic::proxy::Proxy;
 use crate::dynamic::Route;
 use crate::files::StaticFiles;
 use crate::output::Batch;
@@ -25,6 +26,8 @@ pub struct Service {
     pub cgi: Option<Cgi>,
     /// None when no FastCGI backend is configured.
     pub fastcgi: Option<FastCgi>,
+    /// None when no proxy route is configured.
+    pub proxy: Option<Proxy>,
 }
 
 impl Service {
@@ -61,9 +64,11 @@ impl Service {
             &config.root,
             previous.and_then(|p| p.fastcgi.as_ref()),
         );
+        let proxy = Proxy::new(&config.proxy, previous.and_then(|p| p.proxy.as_ref()));
         Ok(Service {
             cgi,
             fastcgi,
+            proxy,
             limits: config.http.limits(),
             timeouts: config.http.timeouts(),
             log_format: config.log.format,
@@ -77,6 +82,9 @@ impl Service {
     pub fn route(&self, req: &RequestHead) -> Route {
         if self.config.work.enabled && req.path == self.config.work.path.as_bytes() {
             return Route::Work;
+        }
+        if self.proxy.as_ref().is_some_and(|p| p.matches(req)) {
+            return Route::Proxy;
         }
         if matches!(&self.cgi, Some(cgi) if cgi.matches(req.path)) {
             return Route::Cgi;

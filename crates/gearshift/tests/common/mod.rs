@@ -7,6 +7,7 @@ mod checked;
 mod client;
 mod date;
 mod procs;
+mod upstream;
 
 #[allow(unused_imports)]
 pub use checked::*;
@@ -16,6 +17,8 @@ pub use client::*;
 pub use date::*;
 #[allow(unused_imports)]
 pub use procs::*;
+#[allow(unused_imports)]
+pub use upstream::*;
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
@@ -152,6 +155,8 @@ pub struct Server {
     pub root: Option<TempDir>,
     /// Other directories (config files, logs) that must outlive the server.
     pub keep: Vec<TempDir>,
+    /// With GEARSHIFT_TEST_VIA_PROXY=1: the origin this server (a proxy) forwards to.
+    pub origin: Option<Box<Server>>,
 }
 
 /// How a launch failed: the exit status (None if it hung) and its stderr.
@@ -174,7 +179,7 @@ pub fn serve(root: TempDir, args: &[&str]) -> Server {
     full.extend(args.iter().map(|s| s.to_string()));
     let mut s = launch(&full, &[], None).unwrap_or_else(|e| panic!("server did not start: {e:?}"));
     s.root = Some(root);
-    s
+    via_proxy_if_asked(s)
 }
 
 /// Like `serve`, with the docroot at `dir/rel` (so tests can put files beside the root).
@@ -183,7 +188,33 @@ pub fn serve_at(dir: TempDir, rel: &str, args: &[&str]) -> Server {
     full.extend(args.iter().map(|s| s.to_string()));
     let mut s = launch(&full, &[], None).unwrap_or_else(|e| panic!("server did not start: {e:?}"));
     s.root = Some(dir);
-    s
+    via_proxy_if_asked(s)
+}
+
+/// GEARSHIFT_TEST_VIA_PROXY=1 puts a proxying gearshift in front of `origin` and returns
+/// it (owning the origin and its docroot), so a suite written against the origin checks
+/// that the proxy passes everything through unchanged.
+pub fn via_proxy_if_asked(origin: Server) -> Server {
+    if std::env::var("GEARSHIFT_TEST_VIA_PROXY").as_deref() != Ok("1") {
+        return origin;
+    }
+    proxy_for(origin, "")
+}
+
+/// A gearshift proxy forwarding everything to `origin` (kept alive by the result);
+/// `extra` is appended to the `[[proxy.upstream]]` table.
+pub fn proxy_for(mut origin: Server, extra: &str) -> Server {
+    let (cfg_dir, cfg) = config_file(&format!(
+        "listen = \"127.0.0.1:0\"\nworkers = 1\n[[proxy.upstream]]\nname = \"origin\"\nservers = [\"{}\"]\n{extra}\n[[proxy.route]]\nprefix = \"/\"\nupstream = \"origin\"\n",
+        origin.addr
+    ));
+    let empty = TempDir::new("proxy-root");
+    let args: Vec<String> = vec!["serve".into(), empty.str(), "--config".into(), cfg];
+    let mut p = launch(&args, &[], None).unwrap_or_else(|e| panic!("proxy did not start: {e:?}"));
+    p.root = origin.root.take();
+    p.keep = vec![cfg_dir, empty];
+    p.origin = Some(Box::new(origin));
+    p
 }
 
 /// A config file in its own temp dir; push the TempDir into `Server::keep`.
@@ -364,6 +395,7 @@ pub fn launch(
         stderr,
         root: None,
         keep: Vec::new(),
+        origin: None,
     })
 }
 

@@ -15,6 +15,7 @@ pub mod config;
 pub mod fastcgi;
 pub mod io;
 pub mod pool;
+pub mod proxy;
 pub mod work;
 
 use crate::control::Shared;
@@ -39,12 +40,15 @@ pub enum Route {
     Cgi,
     /// A FastCGI application (php-fpm).
     FastCgi,
+    /// The reverse proxy.
+    Proxy,
 }
 
 /// Addresses of the two ends, for handlers that pass them on (CGI meta-variables).
 #[derive(Clone, Copy, Debug)]
 pub struct Peers {
     pub remote: SocketAddr,
+    /// Filled for CGI only (0.0.0.0:0 otherwise: one getsockname per request saved).
     pub local: SocketAddr,
 }
 
@@ -69,10 +73,6 @@ pub fn exchange(
     w.draining |= shared.draining.load(std::sync::atomic::Ordering::SeqCst);
     let svc = shared.service.load_full();
     w.sync_log(&svc);
-    let peers = Peers {
-        remote: session.peer,
-        local: local_addr(fd),
-    };
     let send_ms = session.send_timeout_ms;
     let Ok(Some(head)) = parse_head(&req.head, &svc.limits) else {
         // Only if a reload tightened the limits since the head was read.
@@ -89,6 +89,15 @@ pub fn exchange(
         session.close_after_write = true;
         w.requests += 1;
         return;
+    };
+    // getsockname only for the handler that passes the local address on (CGI's SERVER_*).
+    let local = match svc.route(&head) {
+        Route::Cgi => local_addr(fd),
+        _ => SocketAddr::from(([0, 0, 0, 0], 0)),
+    };
+    let peers = Peers {
+        remote: session.peer,
+        local,
     };
     let keep_alive = session.keep_alive_for(&head, &req, &svc, w);
     let head_only = head.method == Method::Head;
@@ -153,6 +162,10 @@ fn dispatch(
             .fastcgi
             .as_ref()
             .map(|f| f.serve(head, peers, body, out)),
+        Route::Proxy => Some(cgi::Served::Done(match &svc.proxy {
+            Some(p) => p.serve(head, peers, body, out),
+            None => out.error(404, &[], false),
+        })),
     };
     let outcome = match served {
         Some(cgi::Served::Done(o)) => o,

@@ -1,0 +1,261 @@
+//! Head rewriting on the way through the proxy. Requests: always HTTP/1.1 to the upstream,
+//! origin-form target, hop-by-hop fields dropped (RFC 9110 §7.6.1: the fixed list and every
+//! field the Connection header names), framing normalised (a Content-Length or chunked body
+//! that the client's head declared unambiguously — `gearshift_http::parse` refused anything
+//! else before the proxy ran), and the client added to X-Forwarded-For, X-Forwarded-Proto
+//! and Forwarded (RFC 7239). Responses: the upstream's head is parsed with httparse, its
+//! framing resolved as strictly as a request's (Content-Length with Transfer-Encoding or
+//! several Content-Lengths are a 502, never guessed at), and hop-by-hop, framing, Date and
+//! Server fields are left out because `Out` writes its own.
+
+use gearshift_http::body::FramingFields;
+use gearshift_http::parse::list_elements;
+use gearshift_http::{Framing, RequestHead, Version};
+use std::net::SocketAddr;
+
+/// Fields that belong to one connection, never forwarded in either direction.
+const HOP_BY_HOP: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// Most fields in an upstream response head.
+const MAX_RESPONSE_FIELDS: usize = 128;
+
+/// Whether `name` must not be forwarded, given the Connection field values of its message.
+fn is_hop(name: &[u8], connection: &[&[u8]]) -> bool {
+    HOP_BY_HOP
+        .iter()
+        .any(|h| name.eq_ignore_ascii_case(h.as_bytes()))
+        || connection
+            .iter()
+            .any(|c| list_elements(c).any(|token| token.eq_ignore_ascii_case(name)))
+}
+
+/// The request head sent upstream for `head` from the client at `peers.remote`; `fallback`
+/// is the Host used when the client sent none (HTTP/1.0).
+pub fn request_head(head: &RequestHead, remote: SocketAddr, fallback: SocketAddr) -> Vec<u8> {
+    let mut b = Vec::with_capacity(512 + head.head_len);
+    b.extend_from_slice(head.method_raw);
+    b.push(b' ');
+    if head.target.first() == Some(&b'/') || head.target == b"*" {
+        b.extend_from_slice(head.target);
+    } else {
+        // Absolute-form: the upstream gets origin-form (RFC 9112 §3.2.1).
+        b.extend_from_slice(if head.path.is_empty() {
+            b"/"
+        } else {
+            head.path
+        });
+        if let Some(q) = head.query {
+            b.push(b'?');
+            b.extend_from_slice(q);
+        }
+    }
+    b.extend_from_slice(b" HTTP/1.1\r\nHost: ");
+    match head.host {
+        Some(h) if !h.is_empty() => b.extend_from_slice(h),
+        _ => b.extend_from_slice(fallback.to_string().as_bytes()),
+    }
+    b.extend_from_slice(b"\r\n");
+    let connection: Vec<&[u8]> = head
+        .headers
+        .iter()
+        .filter(|h| h.name.eq_ignore_ascii_case(b"connection"))
+        .map(|h| h.value)
+        .collect();
+    let mut xff: Vec<u8> = Vec::new();
+    let mut forwarded: Vec<u8> = Vec::new();
+    for h in &head.headers {
+        let n = h.name;
+        if n.eq_ignore_ascii_case(b"x-forwarded-for") {
+            append_list(&mut xff, h.value);
+            continue;
+        }
+        if n.eq_ignore_ascii_case(b"forwarded") {
+            append_list(&mut forwarded, h.value);
+            continue;
+        }
+        if is_hop(n, &connection)
+            || n.eq_ignore_ascii_case(b"host")
+            || n.eq_ignore_ascii_case(b"content-length")
+            // The proxy answers 100-continue itself and sends the body when it has it.
+            || n.eq_ignore_ascii_case(b"expect")
+            // Only the proxy knows the scheme the client used; a client's claim is dropped.
+            || n.eq_ignore_ascii_case(b"x-forwarded-proto")
+        {
+            continue;
+        }
+        b.extend_from_slice(n);
+        b.extend_from_slice(b": ");
+        b.extend_from_slice(h.value);
+        b.extend_from_slice(b"\r\n");
+    }
+    let ip = remote.ip().to_string();
+    append_list(&mut xff, ip.as_bytes());
+    let node = if remote.is_ipv6() {
+        format!("for=\"[{ip}]\";proto=http")
+    } else {
+        format!("for={ip};proto=http")
+    };
+    append_list(&mut forwarded, node.as_bytes());
+    for (name, value) in [
+        (&b"X-Forwarded-For"[..], &xff[..]),
+        (b"X-Forwarded-Proto", b"http"),
+        (b"Forwarded", &forwarded[..]),
+    ] {
+        b.extend_from_slice(name);
+        b.extend_from_slice(b": ");
+        b.extend_from_slice(value);
+        b.extend_from_slice(b"\r\n");
+    }
+    match head.framing {
+        Framing::None => {}
+        Framing::Length(n) => b.extend_from_slice(format!("Content-Length: {n}\r\n").as_bytes()),
+        Framing::Chunked => b.extend_from_slice(b"Transfer-Encoding: chunked\r\n"),
+    }
+    b.extend_from_slice(b"\r\n");
+    b
+}
+
+fn append_list(list: &mut Vec<u8>, value: &[u8]) {
+    if !list.is_empty() {
+        list.extend_from_slice(b", ");
+    }
+    list.extend_from_slice(value);
+}
+
+/// How an upstream response body is delimited.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BodyKind {
+    None,
+    Length(u64),
+    Chunked,
+    /// Until the upstream closes the connection.
+    Close,
+}
+
+/// A parsed upstream response head, its fields already filtered for the client.
+#[derive(Debug)]
+pub struct ResponseHead {
+    pub status: u16,
+    pub fields: Vec<(Vec<u8>, Vec<u8>)>,
+    pub body: BodyKind,
+    /// The Content-Length the upstream announced (kept for HEAD answers).
+    pub length: Option<u64>,
+    /// The upstream connection may be reused after the body.
+    pub reusable: bool,
+    /// Bytes of the head (what follows is body).
+    pub len: usize,
+}
+
+/// What `parse_response` found.
+#[derive(Debug)]
+pub enum Parsed {
+    Partial,
+    /// An interim 1xx response of this many bytes, to skip.
+    Interim(usize),
+    Done(ResponseHead),
+    Bad(&'static str),
+}
+
+/// Parse an upstream response head from `buf`; `head_request` means no body follows.
+pub fn parse_response(buf: &[u8], head_request: bool) -> Parsed {
+    let mut fields = [httparse::EMPTY_HEADER; MAX_RESPONSE_FIELDS];
+    let mut r = httparse::Response::new(&mut fields);
+    let len = match r.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return Parsed::Partial,
+        Err(httparse::Error::TooManyHeaders) => return Parsed::Bad("too many header fields"),
+        Err(_) => return Parsed::Bad("malformed response head"),
+    };
+    let status = r.code.unwrap_or(0);
+    if !(100..=999).contains(&status) {
+        return Parsed::Bad("bad status code");
+    }
+    if status == 101 {
+        return Parsed::Bad("protocol switch without an upgrade request");
+    }
+    if status < 200 {
+        return Parsed::Interim(len);
+    }
+    let version = if r.version == Some(0) {
+        Version::Http10
+    } else {
+        Version::Http11
+    };
+    let connection: Vec<&[u8]> = r
+        .headers
+        .iter()
+        .filter(|h| h.name.eq_ignore_ascii_case("connection"))
+        .map(|h| h.value)
+        .collect();
+    let close = connection
+        .iter()
+        .any(|c| list_elements(c).any(|t| t.eq_ignore_ascii_case(b"close")));
+    let mut framing = FramingFields::default();
+    let mut out = Vec::with_capacity(r.headers.len());
+    for h in r.headers.iter() {
+        let n = h.name.as_bytes();
+        if n.eq_ignore_ascii_case(b"content-length") {
+            framing.content_length(h.value);
+            continue;
+        }
+        if n.eq_ignore_ascii_case(b"transfer-encoding") {
+            if framing.transfer_encoding(h.value).is_err() {
+                return Parsed::Bad("invalid Transfer-Encoding");
+            }
+            continue;
+        }
+        if is_hop(n, &connection)
+            || n.eq_ignore_ascii_case(b"date")
+            || n.eq_ignore_ascii_case(b"server")
+        {
+            continue;
+        }
+        out.push((n.to_vec(), h.value.to_vec()));
+    }
+    let resolved = match framing.resolve(version, u64::MAX) {
+        Ok(f) => f,
+        Err(_) => return Parsed::Bad("ambiguous or invalid framing"),
+    };
+    let no_body = head_request || status == 204 || status == 304;
+    // An explicit "Content-Length: 0" resolves to Framing::None too.
+    let length = match resolved {
+        Framing::Length(n) => Some(n),
+        Framing::None if has_length(r.headers) => Some(0),
+        _ => None,
+    };
+    let body = match (resolved, length) {
+        _ if no_body => BodyKind::None,
+        (_, Some(0)) => BodyKind::None,
+        (_, Some(n)) => BodyKind::Length(n),
+        (Framing::Chunked, _) => BodyKind::Chunked,
+        _ => BodyKind::Close,
+    };
+    Parsed::Done(ResponseHead {
+        status,
+        fields: out,
+        reusable: !close && version == Version::Http11 && body != BodyKind::Close,
+        body,
+        length,
+        len,
+    })
+}
+
+fn has_length(fields: &[httparse::Header]) -> bool {
+    fields
+        .iter()
+        .any(|h| h.name.eq_ignore_ascii_case("content-length"))
+}
+
+#[cfg(test)]
+#[path = "forward_tests.rs"]
+mod tests;

@@ -1,0 +1,117 @@
+use super::*;
+use gearshift_http::parse::parse_head;
+use gearshift_http::Limits;
+
+fn forwarded(raw: &[u8]) -> String {
+    let head = parse_head(raw, &Limits::default()).unwrap().unwrap();
+    let remote: SocketAddr = "10.1.2.3:5555".parse().unwrap();
+    String::from_utf8(request_head(&head, remote, "127.0.0.1:9".parse().unwrap())).unwrap()
+}
+
+#[test]
+fn request_drops_hop_by_hop_and_adds_forwarding_fields() {
+    let s = forwarded(
+        b"POST /a?b=1 HTTP/1.1\r\nHost: ex.org\r\nConnection: keep-alive, X-Secret\r\nX-Secret: 1\r\nKeep-Alive: 5\r\nTE: trailers\r\nUpgrade: h2c\r\nProxy-Connection: x\r\nX-Forwarded-For: 1.1.1.1\r\nX-Forwarded-Proto: https\r\nForwarded: for=1.1.1.1\r\nExpect: 100-continue\r\nX-Keep: yes\r\nContent-Length: 3\r\n\r\n",
+    );
+    assert!(
+        s.starts_with("POST /a?b=1 HTTP/1.1\r\nHost: ex.org\r\n"),
+        "{s}"
+    );
+    for gone in [
+        "Connection",
+        "X-Secret",
+        "Keep-Alive",
+        "TE:",
+        "Upgrade",
+        "Proxy-",
+        "Expect",
+        "https",
+    ] {
+        assert!(!s.contains(gone), "{gone} forwarded: {s}");
+    }
+    assert!(s.contains("X-Keep: yes\r\n"));
+    assert!(s.contains("X-Forwarded-For: 1.1.1.1, 10.1.2.3\r\n"), "{s}");
+    assert!(s.contains("X-Forwarded-Proto: http\r\n"));
+    assert!(
+        s.contains("Forwarded: for=1.1.1.1, for=10.1.2.3;proto=http\r\n"),
+        "{s}"
+    );
+    assert!(s.ends_with("Content-Length: 3\r\n\r\n"));
+}
+
+#[test]
+fn request_normalises_target_host_and_framing() {
+    let s = forwarded(b"GET http://ex.org/p?q HTTP/1.1\r\nHost: ex.org\r\n\r\n");
+    assert!(
+        s.starts_with("GET /p?q HTTP/1.1\r\nHost: ex.org\r\n"),
+        "{s}"
+    );
+    let s = forwarded(b"GET / HTTP/1.0\r\n\r\n");
+    assert!(
+        s.starts_with("GET / HTTP/1.1\r\nHost: 127.0.0.1:9\r\n"),
+        "{s}"
+    );
+    let s = forwarded(b"PUT /u HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n");
+    assert!(s.ends_with("Transfer-Encoding: chunked\r\n\r\n"), "{s}");
+    assert_eq!(s.matches("chunked").count(), 1);
+}
+
+fn done(raw: &[u8], head_req: bool) -> ResponseHead {
+    match parse_response(raw, head_req) {
+        Parsed::Done(h) => h,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn response_framing_is_resolved_strictly() {
+    let h = done(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-A: 1\r\nDate: x\r\nServer: y\r\nConnection: X-A\r\n\r\nhello", false);
+    assert_eq!(
+        (h.status, h.body, h.reusable, h.len),
+        (200, BodyKind::Length(5), true, 83)
+    );
+    assert!(h.fields.is_empty(), "{:?}", h.fields);
+    let h = done(
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+        false,
+    );
+    assert_eq!(h.body, BodyKind::Chunked);
+    let h = done(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", true);
+    assert_eq!((h.body, h.length), (BodyKind::None, Some(5)));
+    let h = done(b"HTTP/1.1 200 OK\r\n\r\n", false);
+    assert_eq!((h.body, h.reusable), (BodyKind::Close, false));
+    let h = done(b"HTTP/1.1 204 No Content\r\n\r\n", false);
+    assert_eq!((h.body, h.reusable), (BodyKind::None, true));
+    let h = done(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        false,
+    );
+    assert_eq!(
+        (h.body, h.length, h.reusable),
+        (BodyKind::None, Some(0), false)
+    );
+    let h = done(b"HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\n", false);
+    assert!(!h.reusable);
+    for bad in [
+        &b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"[..],
+        b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nX: a\r\n b\r\n\r\n",
+        b"HTTP/1.1 101 Switching\r\n\r\n",
+        b"garbage\r\n\r\n",
+    ] {
+        assert!(
+            matches!(parse_response(bad, false), Parsed::Bad(_)),
+            "{:?}",
+            String::from_utf8_lossy(bad)
+        );
+    }
+    assert!(matches!(
+        parse_response(b"HTTP/1.1 100 Continue\r\n\r\n", false),
+        Parsed::Interim(25)
+    ));
+    assert!(matches!(
+        parse_response(b"HTTP/1.1 200 OK\r\nContent-", false),
+        Parsed::Partial
+    ));
+}
