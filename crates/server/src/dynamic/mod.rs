@@ -90,9 +90,10 @@ pub fn exchange(
         w.requests += 1;
         return;
     };
-    // getsockname only for the handler that passes the local address on (CGI's SERVER_*).
+    // getsockname only for the handlers that pass the local address on (SERVER_* of CGI
+    // and FastCGI).
     let local = match svc.route(&head) {
-        Route::Cgi => local_addr(fd),
+        Route::Cgi | Route::FastCgi => local_addr(fd),
         _ => SocketAddr::from(([0, 0, 0, 0], 0)),
     };
     let peers = Peers {
