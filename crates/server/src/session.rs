@@ -31,8 +31,8 @@ pub struct WorkerCtx {
     pub requests: u64,
     /// Part of `requests` already added to the shared counter.
     published: u64,
-    /// Server-wide request counters (metrics), if counted.
-    pub counters: Option<&'static crate::metrics::Counters>,
+    /// This worker's shard of the server-wide request counters (metrics), if counted.
+    pub counters: Option<&'static crate::metrics::Shard>,
 }
 
 impl WorkerCtx {
@@ -50,7 +50,7 @@ impl WorkerCtx {
 
     /// Count this worker's requests in the server's metrics.
     pub fn counting(mut self, shared: &crate::control::Shared) -> WorkerCtx {
-        self.counters = Some(shared.counters);
+        self.counters = Some(shared.counters.shard());
         self
     }
 
@@ -111,7 +111,7 @@ pub struct DynamicRequest {
 /// Start times of answers queued but not yet written, and where to count them once they
 /// are (`Session::written`).
 struct Unwritten {
-    counters: &'static crate::metrics::Counters,
+    counters: &'static crate::metrics::Shard,
     started_us: Vec<u64>,
 }
 

@@ -85,7 +85,7 @@ impl Worker {
     /// Serve `fd` until the client leaves, a timeout fires, or the server drains.
     pub fn serve(&mut self, fd: OwnedFd, peer: SocketAddr, shared: &Shared) {
         let session = self.open(&fd, peer, shared);
-        self.serve_session(fd, session, shared, false);
+        self.serve_session(fd, session, shared, None);
     }
 
     /// A new connection's session; sets the socket up for `serve_session`.
@@ -102,38 +102,49 @@ impl Worker {
         Session::new(&svc, peer, self.w.now_ms)
     }
 
-    /// Serve a connection like `serve`; with `park`, give it back instead of waiting as soon
-    /// as it is idle between requests with nothing to read (the `worker` engine's listener
-    /// thread then waits for it, as mpm_event's does). A session handed back in is resumed
-    /// with its keep-alive clock restarted: whoever held it enforced the idle timeout. With
-    /// `park` the access log is also written before each answer (see below).
+    /// Serve a connection like `serve`; with `park`, give it back instead of waiting once it
+    /// is idle between requests (the `worker` engine's listener thread then waits for it, as
+    /// mpm_event's does). `park` says, each time the connection falls idle, how long (ms) to
+    /// wait in read for the next request first: a keep-alive client that is still sending
+    /// then stays on this thread, with no hand-off (an eventfd, two epoll_ctl, a wake-up of
+    /// the listener and one of a worker) per request; 0 hands it back at once (when nothing
+    /// is waiting to be read). A session handed back in is resumed with its keep-alive
+    /// clock restarted: whoever held it enforced the idle timeout. With `park` the access
+    /// log is also written before each answer (see below).
     pub fn serve_session(
         &mut self,
         fd: OwnedFd,
         mut session: Session,
         shared: &Shared,
-        park: bool,
+        park: Option<&dyn Fn() -> u64>,
     ) -> Option<(OwnedFd, Session)> {
         self.tick(shared);
-        if park {
+        if park.is_some() {
             session.http.response_done(self.w.now_ms);
         }
         let mut kept: Vec<u8> = Vec::new();
         // The socket's receive timeout: `TICK_MS` whenever no `serve_session` runs on it.
         let mut rcv_ms = TICK_MS;
+        // Idle and parking: how long this idle spell waits in read before handing back.
+        let mut linger_ms: Option<u64> = None;
         loop {
             self.tick(shared);
-            if kept.is_empty() && session.http.phase() == Phase::Idle {
-                if park {
+            let idle = kept.is_empty() && session.http.phase() == Phase::Idle;
+            if idle {
+                if let Some(linger) = park {
                     // Idle between requests: with nothing to read, hand it back (whoever
                     // parks it also closes it on a drain); with input waiting, serve it,
                     // even when draining (the answer then says `Connection: close`).
-                    let mut fds = [PollFd::new(&fd, PollFlags::IN)];
-                    if matches!(poll(&mut fds, 0), Ok(0)) {
-                        if rcv_ms != TICK_MS {
-                            let _ = set_timeout(&fd, Timeout::Recv, TICK_MS);
+                    if linger_ms.is_none() {
+                        let ms = if self.w.draining { 0 } else { linger() };
+                        if ms > 0 {
+                            linger_ms = Some(ms);
+                        } else {
+                            let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+                            if matches!(poll(&mut fds, 0), Ok(0)) {
+                                return Some(self.hand_back(fd, session, rcv_ms));
+                            }
                         }
-                        return Some((fd, session));
                     }
                 } else if self.w.draining {
                     break;
@@ -143,6 +154,9 @@ impl Worker {
                 break;
             }
             let deadline = session.http.read_deadline();
+            if self.w.now_ms >= deadline && idle && linger_ms.is_some() {
+                return Some(self.hand_back(fd, session, rcv_ms));
+            }
             if self.w.now_ms >= deadline {
                 if session.http.phase() == Phase::Head {
                     session.timeout_response(&self.w, &mut self.batch);
@@ -153,16 +167,25 @@ impl Worker {
             }
             // Wait in the read itself, for a tick or up to the deadline if that is sooner
             // (the timeout changes only near a deadline, not per request).
-            let wait = (deadline - self.w.now_ms).min(TICK_MS);
+            let lingering = linger_ms.filter(|_| idle);
+            let wait = (deadline - self.w.now_ms).min(lingering.unwrap_or(TICK_MS));
             if wait != rcv_ms && set_timeout(&fd, Timeout::Recv, wait).is_ok() {
                 rcv_ms = wait;
             }
             let n = match rustix::io::read(&fd, &mut self.buf) {
                 Ok(0) => break,
                 Ok(n) => n,
-                Err(Errno::INTR) | Err(Errno::AGAIN) => continue,
+                Err(Errno::INTR) => continue,
+                // Lingered long enough (or up to the keep-alive deadline, which whoever
+                // parks it enforces): hand it back. A request arriving just now makes the
+                // listener's level-triggered epoll report it at once.
+                Err(Errno::AGAIN) if lingering.is_some() => {
+                    return Some(self.hand_back(fd, session, rcv_ms));
+                }
+                Err(Errno::AGAIN) => continue,
                 Err(_) => break,
             };
+            linger_ms = None;
             self.tick(shared);
             let svc = shared.service.load_full();
             self.w.sync_log(&svc);
@@ -172,7 +195,7 @@ impl Worker {
                 let (used, s) = session.process(&kept, &svc, &mut self.w, &mut self.batch);
                 kept.drain(..used);
                 stop = s;
-                if park {
+                if park.is_some() {
                     // Many threads, one log buffer each: writing the entries before the
                     // answers keeps the log in answer order across threads (Apache writes
                     // each entry as it is logged, too).
@@ -215,6 +238,14 @@ impl Worker {
 }
 
 impl Worker {
+    /// Give an idle connection back to whoever parks it, its receive timeout reset.
+    fn hand_back(&mut self, fd: OwnedFd, session: Session, rcv_ms: u64) -> (OwnedFd, Session) {
+        if rcv_ms != TICK_MS {
+            let _ = set_timeout(&fd, Timeout::Recv, TICK_MS);
+        }
+        (fd, session)
+    }
+
     /// Write the batch, waiting in poll while the socket is full (a file region's sendfile
     /// may itself wait, at most SO_SNDTIMEO, a tick). False if the client
     /// stopped taking data for `send_ms`, the drain deadline passed, or the write failed.

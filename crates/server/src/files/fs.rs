@@ -2,6 +2,9 @@
 //! kernel refuse any resolution that leaves the root (through `..` or a symlink), so path
 //! safety does not rest on string checks alone; with `symlinks_outside_root` symlinks may
 //! point anywhere but `..` still cannot climb out (paths are normalised by `path.rs`).
+//! Where openat2 is missing (ENOSYS: kernels before 5.6, some seccomp filters, valgrind)
+//! the path is walked one component at a time with O_NOFOLLOW instead: stricter (no
+//! symlink is followed, even one that stays inside the root), never looser.
 
 use rustix::fd::{AsFd, OwnedFd};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
@@ -115,6 +118,10 @@ impl Root {
                 resolve,
             ) {
                 Err(Errno::INTR) | Err(Errno::AGAIN) => continue,
+                Err(Errno::NOSYS) => match self.open_walk(rel, flags) {
+                    Ok(fd) => break fd,
+                    Err(e) => return Err(map_errno(e)),
+                },
                 Err(e) => return Err(map_errno(e)),
                 Ok(fd) => break fd,
             }
@@ -125,6 +132,37 @@ impl Root {
             return Err(OpenError::Forbidden);
         }
         Ok((File::from(fd), meta))
+    }
+
+    /// `open_file` without openat2: plain openat when symlinks may point anywhere, else
+    /// one component at a time, each opened with O_NOFOLLOW beneath the last (a symlink
+    /// then fails with ELOOP: not found). `rel` is normalised; a `..` is refused anyway.
+    fn open_walk(&self, rel: &[u8], flags: OFlags) -> Result<OwnedFd, Errno> {
+        use rustix::fs::openat;
+        if self.outside_symlinks {
+            return openat(&self.dir, OsStr::from_bytes(rel), flags, Mode::empty());
+        }
+        let mut parts = rel
+            .split(|&b| b == b'/')
+            .filter(|p| !p.is_empty() && *p != b".")
+            .peekable();
+        let mut dir: Option<OwnedFd> = None;
+        loop {
+            let base = dir.as_ref().map_or(self.dir.as_fd(), |d| d.as_fd());
+            let Some(part) = parts.next() else {
+                // The root itself (`rel` was ".").
+                return openat(base, ".", flags, Mode::empty());
+            };
+            if part == b".." {
+                return Err(Errno::XDEV);
+            }
+            let name = OsStr::from_bytes(part);
+            if parts.peek().is_none() {
+                return openat(base, name, flags | OFlags::NOFOLLOW, Mode::empty());
+            }
+            let walk = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+            dir = Some(openat(base, name, walk, Mode::empty())?);
+        }
     }
 
     /// Stat `rel` without opening it (cheap revalidation of cached entries). Symlinks are
@@ -181,6 +219,30 @@ mod tests {
         assert_eq!(root.open_file(b"").unwrap().1.kind, Kind::Dir);
         let outside = Root::open(&d.join("root"), true).unwrap();
         assert_eq!(outside.open_file(b"out").unwrap().1.size, 6);
+        std::fs::remove_dir_all(&d).ok();
+    }
+
+    #[test]
+    fn the_walk_without_openat2_follows_no_symlink() {
+        let d = tree("walk");
+        let root = Root::open(&d.join("root"), false).unwrap();
+        let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK;
+        let size = |fd: OwnedFd| rustix::fs::fstat(&fd).unwrap().st_size;
+        assert_eq!(size(root.open_walk(b"sub/a.txt", flags).unwrap()), 5);
+        assert_eq!(size(root.open_walk(b"./sub//a.txt", flags).unwrap()), 5);
+        assert!(root.open_walk(b".", flags).is_ok());
+        for (rel, errno) in [
+            (&b"out"[..], Errno::LOOP),
+            (b"in", Errno::LOOP),
+            (b"../secret.txt", Errno::XDEV),
+            (b"sub/../../secret.txt", Errno::XDEV),
+            (b"nope", Errno::NOENT),
+            (b"sub/a.txt/x", Errno::NOTDIR),
+        ] {
+            assert_eq!(root.open_walk(rel, flags).unwrap_err(), errno, "{rel:?}");
+        }
+        let outside = Root::open(&d.join("root"), true).unwrap();
+        assert_eq!(size(outside.open_walk(b"out", flags).unwrap()), 6);
         std::fs::remove_dir_all(&d).ok();
     }
 }

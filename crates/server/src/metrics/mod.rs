@@ -9,6 +9,12 @@
 //! zeroed, same address in every process; see engine/scoreboard.rs). The mapping is never
 //! unmapped (a few hundred bytes per `Shared`), so references to it are `'static`.
 //!
+//! The block is split into `SHARDS` shards, one cache-line-aligned copy of every counter
+//! each; a worker (thread or child) takes one shard round-robin when it starts and adds
+//! only to it, and a snapshot sums them. Workers on different CPUs then rarely write the
+//! same cache line: with one block, every request of every worker would bounce its lines
+//! between the CPUs (Apache's scoreboard and nginx's per-worker counters avoid it alike).
+//!
 //! The histogram has fixed log buckets (a factor of sqrt 2 from 8 us to about 100 s), so a
 //! sampler takes the difference of two snapshots to get one interval's distribution and
 //! its percentiles, and `/metrics` exposes it as a Prometheus histogram as it is.
@@ -32,28 +38,32 @@ pub fn bucket_bound_us(i: usize) -> f64 {
     }
 }
 
-/// The bucket a duration of `us` microseconds falls in: the first whose bound is >= it.
+/// The bucket a duration of `us` microseconds falls in: the first whose bound is >= it
+/// (a binary search of the bounds, computed once: no logarithm per request).
 pub fn bucket_of(us: u64) -> usize {
+    static BOUNDS: std::sync::OnceLock<[f64; BUCKETS]> = std::sync::OnceLock::new();
+    let bounds = BOUNDS.get_or_init(|| std::array::from_fn(bucket_bound_us));
     let v = us as f64;
-    if v <= FIRST_BOUND_US {
-        return 0;
-    }
-    let i = (2.0 * (v / FIRST_BOUND_US).log2()).ceil() as usize;
-    // Guard against rounding at exact bounds.
-    let i = if i > 0 && v <= bucket_bound_us(i - 1) {
-        i - 1
-    } else {
-        i
-    };
-    i.min(BUCKETS - 1)
+    bounds.partition_point(|&b| b < v).min(BUCKETS - 1)
 }
 
 /// Status classes counted: 1xx..5xx.
 pub const STATUS_CLASSES: usize = 5;
 
-/// The shared block (all atomics, valid when zeroed).
+/// Shards of the counters (a power of two; more than the CPUs of most machines).
+pub const SHARDS: usize = 32;
+
+/// The shared block (all atomics, valid when zeroed): the shards and the round-robin
+/// counter that hands them out.
 #[repr(C, align(64))]
 pub struct Counters {
+    next: AtomicU64,
+    shards: [Shard; SHARDS],
+}
+
+/// One shard: a copy of every counter, added to by the workers that took it.
+#[repr(C, align(64))]
+pub struct Shard {
     /// Connections accepted.
     connections: AtomicU64,
     /// Requests whose head was read and handed to the handler (arrivals).
@@ -136,6 +146,35 @@ impl Counters {
 
     fn zeroed() -> Counters {
         Counters {
+            next: AtomicU64::new(0),
+            shards: std::array::from_fn(|_| Shard::zeroed()),
+        }
+    }
+
+    /// The shard a new worker adds to (round-robin over every thread and process).
+    pub fn shard(&self) -> &Shard {
+        let i = self.next.fetch_add(1, Ordering::Relaxed) as usize % SHARDS;
+        &self.shards[i]
+    }
+
+    /// A connection accepted (on the first shard: once per connection, not per request).
+    pub fn connection(&self) {
+        self.shards[0].connection();
+    }
+
+    /// The sum of the shards.
+    pub fn snapshot(&self) -> Snapshot {
+        let mut total = Snapshot::default();
+        for shard in &self.shards {
+            total.add(&shard.snapshot());
+        }
+        total
+    }
+}
+
+impl Shard {
+    fn zeroed() -> Shard {
+        Shard {
             connections: AtomicU64::new(0),
             arrivals: AtomicU64::new(0),
             completions: AtomicU64::new(0),
@@ -169,7 +208,7 @@ impl Counters {
         self.rt[bucket_of(rt_us)].fetch_add(1, Ordering::Relaxed);
     }
 
-    pub fn snapshot(&self) -> Snapshot {
+    fn snapshot(&self) -> Snapshot {
         Snapshot {
             connections: self.connections.load(Ordering::Relaxed),
             arrivals: self.arrivals.load(Ordering::Relaxed),
@@ -185,6 +224,24 @@ impl Counters {
 }
 
 impl Snapshot {
+    fn add(&mut self, o: &Snapshot) {
+        self.connections += o.connections;
+        self.arrivals += o.arrivals;
+        self.completions += o.completions;
+        self.bytes += o.bytes;
+        self.rt_sum_us += o.rt_sum_us;
+        self.svc_sum_us += o.svc_sum_us;
+        for (a, b) in self.status.iter_mut().zip(&o.status) {
+            *a += b;
+        }
+        for (a, b) in self.rt.iter_mut().zip(&o.rt) {
+            *a += b;
+        }
+        for (a, b) in self.svc.iter_mut().zip(&o.svc) {
+            *a += b;
+        }
+    }
+
     /// What happened between `earlier` and `self`.
     pub fn since(&self, earlier: &Snapshot) -> Snapshot {
         Snapshot {
@@ -286,18 +343,19 @@ mod tests {
     fn counters_record_and_snapshots_subtract() {
         let c = Counters::new_shared();
         c.connection();
-        c.answered(200, 1000, 40);
-        c.answered(404, 10, 20);
-        c.completed(150);
+        c.shard().answered(200, 1000, 40);
+        c.shard().answered(404, 10, 20);
+        c.shard().completed(150);
         let a = c.snapshot();
         assert_eq!(
             (a.connections, a.arrivals, a.completions, a.bytes),
             (1, 2, 1, 1010)
         );
         assert_eq!(a.status, [0, 1, 0, 1, 0]);
-        c.answered(503, 0, 1_000);
-        c.completed(2_000);
-        c.completed(4_000);
+        let s = c.shard();
+        s.answered(503, 0, 1_000);
+        s.completed(2_000);
+        c.shard().completed(4_000);
         let d = c.snapshot().since(&a);
         assert_eq!((d.arrivals, d.completions, d.status[4]), (1, 2, 1));
         assert!((mean_s(d.rt_sum_us, d.completions) - 0.003).abs() < 1e-12);
@@ -311,7 +369,7 @@ mod tests {
         // SAFETY: the child only does atomic adds and `_exit`s (async-signal-safe work).
         match unsafe { libc::fork() } {
             0 => {
-                c.completed(10);
+                c.shard().completed(10);
                 unsafe { libc::_exit(0) };
             }
             pid if pid > 0 => {
@@ -319,8 +377,28 @@ mod tests {
                 // SAFETY: waiting for our own child.
                 unsafe { libc::waitpid(pid, &mut status, 0) };
                 assert_eq!(c.snapshot().completions, 1);
+                c.shard().completed(10);
+                assert_eq!(c.snapshot().completions, 2);
             }
             _ => panic!("fork failed"),
         }
+    }
+
+    #[test]
+    fn workers_get_different_shards_and_snapshots_sum_them() {
+        let c = Counters::new_shared();
+        let (a, b) = (c.shard(), c.shard());
+        assert!(!std::ptr::eq(a, b), "consecutive workers share a shard");
+        for _ in 0..SHARDS {
+            c.shard().answered(200, 1, 5);
+        }
+        a.completed(10);
+        b.completed(10);
+        let snap = c.snapshot();
+        assert_eq!(
+            (snap.arrivals, snap.completions, snap.bytes),
+            (SHARDS as u64, 2, SHARDS as u64)
+        );
+        assert_eq!(snap.svc[bucket_of(5)], SHARDS as u64);
     }
 }

@@ -203,10 +203,10 @@ mod tests {
     fn scrape_text_has_counters_histogram_sensors_and_knobs() {
         let c = super::super::Counters::new_shared();
         c.connection();
-        c.answered(200, 500, 30);
-        c.answered(404, 20, 10);
-        c.completed(100);
-        c.completed(3_000);
+        c.shard().answered(200, 500, 30);
+        c.shard().answered(404, 20, 10);
+        c.shard().completed(100);
+        c.shard().completed(3_000);
         let m = Measurement {
             interval_s: 1.0,
             completions: 2,

@@ -5,7 +5,10 @@
 //! `Worker` until it is idle between requests, and hands it back to the listener to park,
 //! so an idle keep-alive connection holds no thread. The listener accepts only while some
 //! worker is free (`Hub::available`), so connections nobody can serve yet wait in the
-//! kernel's accept queue where any other child may take them.
+//! kernel's accept queue where any other child may take them. A worker that answered a
+//! request first waits up to `LINGER_MS` in read for the connection's next one, as long as
+//! another worker of the child is free: a busy keep-alive client then costs no hand-off per
+//! request, and only connections that really fall idle are parked.
 
 use super::listener;
 use crate::control::Shared;
@@ -16,12 +19,19 @@ use rustix::fd::OwnedFd;
 use std::collections::VecDeque;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 /// Longest a free worker waits before looking at the clock again (stopping wakes it at
 /// once); long, so that idle threads cost next to nothing.
 const TICK: Duration = Duration::from_millis(1000);
+
+/// How long a worker waits in read for a keep-alive connection's next request before
+/// handing it to the listener, while some other worker of the child is free. Ours, not a
+/// peer's (mpm_worker waits the whole KeepAliveTimeout, mpm_event not at all): well above
+/// the gap between two requests of a busy client on a loaded machine (a few ms), short
+/// enough that an idle connection soon holds no thread.
+const LINGER_MS: u64 = 50;
 
 /// A connection for a worker: new (no session yet) or resumed from the listener.
 pub struct Job {
@@ -141,7 +151,7 @@ impl Hub {
 pub fn child_main(
     listener: &TcpListener,
     shared: &Shared,
-    board: &Scoreboard,
+    board: &Arc<Scoreboard>,
     i: usize,
     generation: u32,
     threads: usize,
@@ -157,11 +167,12 @@ pub fn child_main(
     };
     let code = std::thread::scope(|s| {
         for n in 0..threads {
-            let (hub, spawned) = (
+            let (hub, spawned, board) = (
                 &hub,
                 std::thread::Builder::new().name(format!("worker-{n}")),
+                board.clone(),
             );
-            if let Err(e) = spawned.spawn_scoped(s, move || work(hub, shared, slot)) {
+            if let Err(e) = spawned.spawn_scoped(s, move || work(hub, shared, board, i)) {
                 tracing::error!("worker: cannot start a thread: {e}");
                 hub.stop();
                 return 1;
@@ -187,8 +198,12 @@ pub fn child_main(
 }
 
 /// A worker thread: take a connection, serve it until it is idle, hand it back, repeat.
-fn work(hub: &Hub, shared: &Shared, slot: &Slot) {
+fn work(hub: &Hub, shared: &Shared, board: Arc<Scoreboard>, i: usize) {
+    let slot = board.slot(i);
     let mut w = Worker::new(shared);
+    // A connection may stay on this thread for many requests: report them as they go.
+    let counter = board.clone();
+    w.report_requests(Box::new(move |n| counter.slot(i).add_requests(n)));
     loop {
         let Some(job) = hub.take() else {
             if hub.stop.load(Ordering::SeqCst) {
@@ -203,9 +218,10 @@ fn work(hub: &Hub, shared: &Shared, slot: &Slot) {
             Some(s) => s,
             None => w.open(&fd, peer, shared),
         };
-        let before = w.w.requests;
-        let back = w.serve_session(fd, session, shared, true);
-        slot.add_requests(w.w.requests - before);
+        let linger = || if hub.available() > 0 { LINGER_MS } else { 0 };
+        let back = w.serve_session(fd, session, shared, Some(&linger));
+        // Reports the requests not yet reported (the worker reports at each wake-up).
+        w.idle_tick(shared);
         hub.done(back.map(|(fd, s)| Job {
             fd,
             peer,
