@@ -16,6 +16,8 @@
 //!   workers plus the waiting connections (at least by `fast_growth`) instead of waiting
 //!   for a gradient; and the search is kept above the busy workers, so its perturbations
 //!   never dip into the accept-queue cliff (whose slow backlog would bias the gradient).
+//!   While the engine is still starting the workers MaxClients allows (prefork), the fast
+//!   path waits for them instead of growing MaxClients further.
 //! * With the CPU saturated (paper 001's heuristic: the optimum is where the bottleneck
 //!   saturates) more workers only add contention: the floor is off and the fast path is
 //!   gentle, which breaks the loop slow service -> more busy workers -> more workers.
@@ -285,7 +287,17 @@ impl Controller for Gearshift {
                 (mc.max(1) as f64).ln() - self.p.perturbation[0] * self.sign() * self.delta[0];
         }
         let queued = m.pages > 0 && m.accept_queue_wait_s > self.p.queue_share * m.mean_rt_s;
-        if (queued && m.accept_queue_len >= 1.0) || m.dropped > 0 {
+        // Workers the engine has yet to start (prefork forks at most 32 a second, as Apache
+        // does): until they exist a larger MaxClients cannot shorten the queue, and growing
+        // on the queue they leave would run MaxClients up to its bound (seen on the real
+        // server under WAGON load). Engines that report workers as MaxClients minus busy
+        // (threads, the simulator) are never short.
+        let live = m.busy_workers + m.idle_workers;
+        let starting = live > 0.0 && live < (1.0 - self.p.floor_margin) * mc as f64;
+        if starting && (queued || m.dropped > 0) {
+            // Hold the search where it is; its samples are the queue's, not MaxClients'.
+            self.new_iteration();
+        } else if (queued && m.accept_queue_len >= 1.0) || m.dropped > 0 {
             // Left flank: a worker for every waiting connection, at least fast_growth times
             // more, at most twice; then resume the search from there.
             let cur = mc.max(1) as f64;

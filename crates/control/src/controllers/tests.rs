@@ -290,6 +290,41 @@ fn gearshift_fast_path_grows_on_accept_queue() {
 }
 
 #[test]
+fn gearshift_fast_path_waits_for_workers_the_engine_is_still_starting() {
+    // Prefork after a raise from 150 to 320: 182 children so far (it forks 32 a second), the
+    // queue still long. Growing again would only race the forks up to the bound.
+    let mut g = build("gearshift", None).unwrap();
+    let spawning = Measurement {
+        pages: 900,
+        completions: 900,
+        mean_rt_s: 0.2,
+        accept_queue_wait_s: 0.19,
+        accept_queue_len: 120.0,
+        busy_workers: 180.0,
+        idle_workers: 2.0,
+        cpu_util: 0.3,
+        ..Measurement::default()
+    };
+    let p = defaults::gearshift::PERTURBATION;
+    let mut cur = 320;
+    for _ in 0..6 {
+        cur = g.step(T, &spawning, &mc(cur)).get(MAX_CLIENTS).unwrap();
+        assert!(
+            cur as f64 <= 320.0 * (1.0 + p).powi(2),
+            "held within a perturbation of 320: {cur}"
+        );
+    }
+    // Once the children exist and the queue persists, it grows at once.
+    let full = Measurement {
+        busy_workers: 318.0,
+        idle_workers: 0.0,
+        ..spawning
+    };
+    let out = g.step(T, &full, &mc(cur)).get(MAX_CLIENTS).unwrap();
+    assert!(out >= 400, "busy + waiting: {out}");
+}
+
+#[test]
 fn gearshift_balances_the_pipeline_better_than_keta() {
     let start = defaults::keta::INITIAL_THREADS;
     let tail_rt = |name: &str| {
