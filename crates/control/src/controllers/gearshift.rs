@@ -18,6 +18,9 @@
 //!   never dip into the accept-queue cliff (whose slow backlog would bias the gradient).
 //!   While the engine is still starting the workers MaxClients allows (prefork), the fast
 //!   path waits for them instead of growing MaxClients further.
+//! * An interval far longer or shorter than usual means the machine stalled (the sampling
+//!   master itself ran late); the backlog it leaves is no sign of too few workers, so the
+//!   search holds for `dwell` intervals.
 //! * With the CPU saturated (paper 001's heuristic: the optimum is where the bottleneck
 //!   saturates) more workers only add contention: the floor is off and the fast path is
 //!   gentle, which breaks the loop slow service -> more busy workers -> more workers.
@@ -54,6 +57,9 @@ pub struct GearshiftParams {
     pub idle_share: f64,
     pub trim_step: f64,
     pub tune_keepalive: bool,
+    /// An interval longer than this many usual ones (or shorter by as much) is a stall of
+    /// the machine: hold for `dwell` intervals.
+    pub stall_factor: f64,
     /// Noise of ln RT assumed until measured.
     pub initial_noise: f64,
     /// Total threads for the staged pipeline.
@@ -77,6 +83,7 @@ impl Default for GearshiftParams {
             idle_share: d::IDLE_SHARE,
             trim_step: d::TRIM_STEP,
             tune_keepalive: d::TUNE_KEEPALIVE,
+            stall_factor: d::STALL_FACTOR,
             initial_noise: 0.15,
             max_threads: keta::MAX_THREADS,
             seed: 0x6765_6172,
@@ -99,6 +106,9 @@ pub struct Gearshift {
     /// MaxClients last proposed, to notice when bounds applied something else.
     proposed: Option<u64>,
     burst: Option<f64>,
+    /// The usual interval length (seconds) and the intervals left to hold after a stall.
+    usual_s: Option<f64>,
+    hold: usize,
 }
 
 impl Gearshift {
@@ -117,6 +127,8 @@ impl Gearshift {
             var: None,
             proposed: None,
             burst: None,
+            usual_s: None,
+            hold: 0,
         }
     }
 
@@ -213,6 +225,21 @@ impl Gearshift {
         self.new_iteration();
     }
 
+    /// Whether this interval's length says the machine stalled (the sampling master was not
+    /// scheduled on time), judged against the usual length, which follows slowly.
+    fn stalled(&mut self, dt: f64) -> bool {
+        if !(dt > 0.0) {
+            return false;
+        }
+        let Some(usual) = self.usual_s else {
+            self.usual_s = Some(dt);
+            return false;
+        };
+        self.usual_s = Some(0.95 * usual + 0.05 * dt);
+        let f = self.p.stall_factor.max(1.0);
+        dt > f * usual || dt < usual / f
+    }
+
     /// Move one thread towards the most pressed stage (pipeline only).
     fn stages(&self, m: &Measurement, current: &Knobs, out: &mut Knobs) {
         let mut p = Vec::new();
@@ -294,7 +321,17 @@ impl Controller for Gearshift {
         // (threads, the simulator) are never short.
         let live = m.busy_workers + m.idle_workers;
         let starting = live > 0.0 && live < (1.0 - self.p.floor_margin) * mc as f64;
-        if starting && (queued || m.dropped > 0) {
+        if self.stalled(m.interval_s) {
+            self.hold = self.p.dwell.max(2);
+        }
+        let holding = self.hold > 0;
+        if holding {
+            // A stalled machine (seen on the shared bench box: the master late by seconds)
+            // piles up connections whatever MaxClients is; growing on that backlog would
+            // ratchet MaxClients up at every stall. Hold while it drains.
+            self.hold -= 1;
+            self.new_iteration();
+        } else if starting && (queued || m.dropped > 0) {
             // Hold the search where it is; its samples are the queue's, not MaxClients'.
             self.new_iteration();
         } else if (queued && m.accept_queue_len >= 1.0) || m.dropped > 0 {
@@ -315,7 +352,8 @@ impl Controller for Gearshift {
         // (and its minus perturbation) above them.
         let floor = (m.busy_workers * (1.0 + self.p.floor_margin)).max(1.0).ln();
         let low = theta[0] - self.p.perturbation[0];
-        if low < floor && m.cpu_util < self.p.cpu_saturated {
+        if holding {
+        } else if low < floor && m.cpu_util < self.p.cpu_saturated {
             theta[0] += floor - low;
         } else if m.accept_queue_wait_s <= 0.0
             && m.idle_workers > self.p.idle_share * m.busy_workers
