@@ -106,8 +106,9 @@ pub struct Gearshift {
     /// MaxClients last proposed, to notice when bounds applied something else.
     proposed: Option<u64>,
     burst: Option<f64>,
-    /// The usual interval length (seconds) and the intervals left to hold after a stall.
-    usual_s: Option<f64>,
+    /// The last interval lengths (seconds; their median is the usual one) and the intervals
+    /// left to hold after a stall.
+    recent_dt: std::collections::VecDeque<f64>,
     hold: usize,
 }
 
@@ -127,7 +128,7 @@ impl Gearshift {
             var: None,
             proposed: None,
             burst: None,
-            usual_s: None,
+            recent_dt: std::collections::VecDeque::new(),
             hold: 0,
         }
     }
@@ -226,16 +227,22 @@ impl Gearshift {
     }
 
     /// Whether this interval's length says the machine stalled (the sampling master was not
-    /// scheduled on time), judged against the usual length, which follows slowly.
+    /// scheduled on time), judged against the median of the last intervals, which a run
+    /// of stalls (a mean would follow them) does not move.
     fn stalled(&mut self, dt: f64) -> bool {
         if !(dt > 0.0) {
             return false;
         }
-        let Some(usual) = self.usual_s else {
-            self.usual_s = Some(dt);
+        let mut sorted: Vec<f64> = self.recent_dt.iter().copied().collect();
+        if self.recent_dt.len() == 15 {
+            self.recent_dt.pop_front();
+        }
+        self.recent_dt.push_back(dt);
+        if sorted.is_empty() {
             return false;
-        };
-        self.usual_s = Some(0.95 * usual + 0.05 * dt);
+        }
+        sorted.sort_by(f64::total_cmp);
+        let usual = sorted[sorted.len() / 2];
         let f = self.p.stall_factor.max(1.0);
         dt > f * usual || dt < usual / f
     }
