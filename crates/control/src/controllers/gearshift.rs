@@ -230,7 +230,7 @@ impl Gearshift {
     /// scheduled on time), judged against the median of the last intervals, which a run
     /// of stalls (a mean would follow them) does not move.
     fn stalled(&mut self, dt: f64) -> bool {
-        if !(dt > 0.0) {
+        if dt.is_nan() || dt <= 0.0 {
             return false;
         }
         let mut sorted: Vec<f64> = self.recent_dt.iter().copied().collect();
