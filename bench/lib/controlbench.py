@@ -136,7 +136,12 @@ def analyse(out, name, band):
         meta = json.load(f)
     j, series = load_series(os.path.join(out, f"ctl-{name}-load.json"))
     traj = trajectory(out, name)
-    t_u = next((p["t_s"] for p in traj if not p.get("frozen")), None)
+    # The unfreeze: the first unfrozen line after a frozen one (a line may be logged before
+    # the script's freeze reached the server).
+    t_u = next((traj[i]["t_s"] for i in range(1, len(traj))
+                if traj[i - 1].get("frozen") and not traj[i].get("frozen")), None)
+    if t_u is None:
+        t_u = next((p["t_s"] for p in traj if not p.get("frozen")), None)
     if t_u is None:
         return None
     # The first unfrozen line closes the interval in which the unfreeze happened.
