@@ -133,6 +133,10 @@ pub mod gearshift {
     /// simulated plant the joint search scored worse (its weak, noisy gradient lets the
     /// timeout wander and MaxClients follows it); see the report of issue 7.
     pub const TUNE_KEEPALIVE: bool = false;
+    /// An interval this many times longer (or shorter) than the usual one means the master
+    /// itself was not scheduled -- the machine stalled; its queue says nothing about
+    /// MaxClients, so the search holds for DWELL intervals while the backlog drains.
+    pub const STALL_FACTOR: f64 = 1.5;
 }
 
 /// Ours: the simulated plant (paper 001's system scaled so a run of minutes simulates in

@@ -65,6 +65,11 @@ pub struct LoadArgs {
     /// WAGON: start at most this many sessions.
     #[arg(long)]
     pub sessions: Option<u64>,
+    /// WAGON: keep each session's connection open through its think times (httperf
+    /// sessions), so the server holds it until its keep-alive timeout; -c then bounds the
+    /// sessions in progress.
+    #[arg(long)]
+    pub session_keepalive: bool,
     /// Random seed, for repeatable schedules, sessions and mixes [default: from the clock].
     #[arg(long)]
     pub seed: Option<u64>,
@@ -193,7 +198,8 @@ impl LoadArgs {
             || self.burst_length.is_some()
             || self.think_time.is_some()
             || self.think_scale.is_some()
-            || self.sessions.is_some();
+            || self.sessions.is_some()
+            || self.session_keepalive;
         if wagon_flags && !wagon {
             return Err("session options need --workload wagon".into());
         }
@@ -211,6 +217,7 @@ impl LoadArgs {
                 burst_length: self.burst_length.unwrap_or(d.burst_length),
                 think_time: self.think_time.unwrap_or(d.think_time),
                 think_scale: self.think_scale.unwrap_or(d.think_scale),
+                hold_connection: self.session_keepalive,
             })
         } else if let Some(rate) = self.rate {
             Mode::Open {

@@ -41,6 +41,8 @@ pub(crate) struct WagonState {
     next_arrival: u64,
     sessions_left: Option<u64>,
     free_slots: Vec<u32>,
+    /// With `hold_connection`: the slot each thinking session keeps, by session id.
+    held: Vec<Option<u32>>,
 }
 
 impl WagonState {
@@ -54,11 +56,13 @@ impl WagonState {
             Some(id) => {
                 self.clicks[id as usize] = clicks;
                 self.rngs[id as usize] = rng;
+                self.held[id as usize] = None;
                 id
             }
             None => {
                 self.clicks.push(clicks);
                 self.rngs.push(rng);
+                self.held.push(None);
                 (self.clicks.len() - 1) as u32
             }
         }
@@ -106,6 +110,7 @@ impl ModeState {
                     next_arrival: first,
                     sessions_left: spec.sessions,
                     free_slots: Vec::with_capacity(spec.connections),
+                    held: Vec::new(),
                 }))
             }
         }
@@ -272,15 +277,28 @@ impl Worker<'_> {
             w.timers.pop();
             w.pending.push(Reverse((t, id)));
         }
+        // Clicks of sessions without a connection wait while no slot is free; a session that
+        // holds its connection goes ahead of them.
+        let mut waiting = Vec::new();
         loop {
             let ModeState::Wagon(w) = &mut self.mode else {
                 return;
             };
-            if w.pending.is_empty() || w.free_slots.is_empty() || self.budget == Some(0) {
+            if w.pending.is_empty() || self.budget == Some(0) {
+                w.pending.extend(waiting);
                 return;
             }
             let Reverse((t, id)) = w.pending.pop().unwrap();
-            let ci = w.free_slots.pop().unwrap() as usize;
+            let ci = match w.held[id as usize].take() {
+                Some(ci) => ci as usize,
+                None => match w.free_slots.pop() {
+                    Some(ci) => ci as usize,
+                    None => {
+                        waiting.push(Reverse((t, id)));
+                        continue;
+                    }
+                },
+            };
             let len = w.model.burst_length(&mut w.rngs[id as usize]);
             let c = &mut self.conns[ci];
             c.queued = true;
@@ -328,7 +346,6 @@ impl Worker<'_> {
 
     fn end_burst(&mut self, ci: usize, failed: bool) {
         self.record_rate(ci);
-        self.close(ci);
         let now = self.now;
         let c = &mut self.conns[ci];
         c.queued = false;
@@ -339,7 +356,20 @@ impl Worker<'_> {
         let ModeState::Wagon(w) = &mut self.mode else {
             return;
         };
-        w.free_slots.push(ci as u32);
+        // A session that goes on thinking keeps its connection open when asked to (the server
+        // may close it meanwhile; the next burst then reconnects).
+        let hold = !failed && w.model.params.hold_connection && w.clicks[id as usize] > 1;
+        if hold {
+            w.held[id as usize] = Some(ci as u32);
+        } else {
+            w.free_slots.push(ci as u32);
+        }
+        if !hold {
+            self.close(ci);
+        }
+        let ModeState::Wagon(w) = &mut self.mode else {
+            return;
+        };
         if failed {
             self.stats.pages_failed += 1;
             self.stats.sessions_failed += 1;

@@ -266,6 +266,7 @@ impl Report {
                     "bytes": sec.bytes,
                     "errors": sec.errors_total(),
                     "errors_by_kind": by_kind,
+                    "mean_us": if h.is_empty() { 0.0 } else { h.mean() },
                     "p50_us": q(0.5),
                     "p90_us": q(0.9),
                     "p99_us": q(0.99),

@@ -18,6 +18,11 @@ pub struct WagonParams {
     pub think_time: (f64, f64),
     /// Multiplies every think time, so that lab and test runs can be short (1 = as specified).
     pub think_scale: f64,
+    /// Keep each session's connection open through its think times (as httperf's sessions
+    /// do), so the server holds it until its keep-alive timeout: paper 001's Eq. (2), where a
+    /// worker waits min(think time, KeepAliveTimeout) after each burst. Off: each burst
+    /// opens and closes its own connection.
+    pub hold_connection: bool,
 }
 
 impl Default for WagonParams {
@@ -28,6 +33,7 @@ impl Default for WagonParams {
             burst_length: (7.0, 3.0),
             think_time: (30.0, 30.0),
             think_scale: 1.0,
+            hold_connection: false,
         }
     }
 }

@@ -66,6 +66,9 @@ fn json_schema_and_consistency() {
         ] {
             assert!(s[k].is_u64(), "series[{i}].{k}");
         }
+        // The second's mean lies between its fastest and slowest response.
+        let mean = s["mean_us"].as_f64().unwrap();
+        assert!(u(&s["requests"]) == 0 || (mean > 0.0 && mean <= u(&s["max_us"]) as f64 * 1.01));
     }
     let per_second: u64 = series.iter().map(|s| u(&s["requests"])).sum();
     assert_eq!(per_second, requests, "sum of per-second counts = total");

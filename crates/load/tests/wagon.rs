@@ -91,6 +91,7 @@ fn overrides_and_think_scale() {
         burst_length: (3.0, 0.5),
         think_time: (2.0, 1.0),
         think_scale: 0.01,
+        hold_connection: false,
     });
     let mut rng = Rng::new(1);
     close("interval", sample(|| w.interarrival(&mut rng)).0, 0.5, 0.01);
@@ -195,4 +196,36 @@ fn session_run_completes_and_repeats() {
         (other.stats.pages, other.stats.requests),
         (s.pages, s.requests)
     );
+}
+
+#[test]
+fn session_keepalive_holds_one_connection_per_session() {
+    let srv = Server::start(Behavior::Ok(200));
+    let r = load(&[
+        &srv.url("/"),
+        "--workload",
+        "wagon",
+        "--session-interval",
+        "0.01",
+        "--think-scale",
+        "0.001",
+        "--sessions",
+        "30",
+        "--session-keepalive",
+        "-c",
+        "40",
+        "-t",
+        "1",
+        "--seed",
+        "42",
+    ]);
+    let s = &r.stats;
+    assert_eq!(s.sessions_completed, 30, "{}", r.human());
+    assert_eq!(s.errors_total(), 0, "{}", r.human());
+    assert_eq!(s.requests, srv.hits());
+    // The test server keeps connections open: one connect per session, not per click, and
+    // the sessions are the same as without the option (same seed).
+    assert_eq!(s.connects, 30, "{}", r.human());
+    assert!(s.pages > 30);
+    assert_eq!(s.pages, session_run(&srv, "42").stats.pages);
 }

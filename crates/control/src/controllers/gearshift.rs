@@ -16,6 +16,11 @@
 //!   workers plus the waiting connections (at least by `fast_growth`) instead of waiting
 //!   for a gradient; and the search is kept above the busy workers, so its perturbations
 //!   never dip into the accept-queue cliff (whose slow backlog would bias the gradient).
+//!   While the engine is still starting the workers MaxClients allows (prefork), the fast
+//!   path waits for them instead of growing MaxClients further.
+//! * An interval far longer or shorter than usual means the machine stalled (the sampling
+//!   master itself ran late); the backlog it leaves is no sign of too few workers, so the
+//!   search holds for `dwell` intervals.
 //! * With the CPU saturated (paper 001's heuristic: the optimum is where the bottleneck
 //!   saturates) more workers only add contention: the floor is off and the fast path is
 //!   gentle, which breaks the loop slow service -> more busy workers -> more workers.
@@ -52,6 +57,9 @@ pub struct GearshiftParams {
     pub idle_share: f64,
     pub trim_step: f64,
     pub tune_keepalive: bool,
+    /// An interval longer than this many usual ones (or shorter by as much) is a stall of
+    /// the machine: hold for `dwell` intervals.
+    pub stall_factor: f64,
     /// Noise of ln RT assumed until measured.
     pub initial_noise: f64,
     /// Total threads for the staged pipeline.
@@ -75,6 +83,7 @@ impl Default for GearshiftParams {
             idle_share: d::IDLE_SHARE,
             trim_step: d::TRIM_STEP,
             tune_keepalive: d::TUNE_KEEPALIVE,
+            stall_factor: d::STALL_FACTOR,
             initial_noise: 0.15,
             max_threads: keta::MAX_THREADS,
             seed: 0x6765_6172,
@@ -97,6 +106,10 @@ pub struct Gearshift {
     /// MaxClients last proposed, to notice when bounds applied something else.
     proposed: Option<u64>,
     burst: Option<f64>,
+    /// The last interval lengths (seconds; their median is the usual one) and the intervals
+    /// left to hold after a stall.
+    recent_dt: std::collections::VecDeque<f64>,
+    hold: usize,
 }
 
 impl Gearshift {
@@ -115,6 +128,8 @@ impl Gearshift {
             var: None,
             proposed: None,
             burst: None,
+            recent_dt: std::collections::VecDeque::new(),
+            hold: 0,
         }
     }
 
@@ -211,6 +226,27 @@ impl Gearshift {
         self.new_iteration();
     }
 
+    /// Whether this interval's length says the machine stalled (the sampling master was not
+    /// scheduled on time), judged against the median of the last intervals, which a run
+    /// of stalls (a mean would follow them) does not move.
+    fn stalled(&mut self, dt: f64) -> bool {
+        if dt.is_nan() || dt <= 0.0 {
+            return false;
+        }
+        let mut sorted: Vec<f64> = self.recent_dt.iter().copied().collect();
+        if self.recent_dt.len() == 15 {
+            self.recent_dt.pop_front();
+        }
+        self.recent_dt.push_back(dt);
+        if sorted.is_empty() {
+            return false;
+        }
+        sorted.sort_by(f64::total_cmp);
+        let usual = sorted[sorted.len() / 2];
+        let f = self.p.stall_factor.max(1.0);
+        dt > f * usual || dt < usual / f
+    }
+
     /// Move one thread towards the most pressed stage (pipeline only).
     fn stages(&self, m: &Measurement, current: &Knobs, out: &mut Knobs) {
         let mut p = Vec::new();
@@ -285,7 +321,27 @@ impl Controller for Gearshift {
                 (mc.max(1) as f64).ln() - self.p.perturbation[0] * self.sign() * self.delta[0];
         }
         let queued = m.pages > 0 && m.accept_queue_wait_s > self.p.queue_share * m.mean_rt_s;
-        if (queued && m.accept_queue_len >= 1.0) || m.dropped > 0 {
+        // Workers the engine has yet to start (prefork forks at most 32 a second, as Apache
+        // does): until they exist a larger MaxClients cannot shorten the queue, and growing
+        // on the queue they leave would run MaxClients up to its bound (seen on the real
+        // server under WAGON load). Engines that report workers as MaxClients minus busy
+        // (threads, the simulator) are never short.
+        let live = m.busy_workers + m.idle_workers;
+        let starting = live > 0.0 && live < (1.0 - self.p.floor_margin) * mc as f64;
+        if self.stalled(m.interval_s) {
+            self.hold = self.p.dwell.max(2);
+        }
+        let holding = self.hold > 0;
+        if holding {
+            // A stalled machine (seen on the shared bench box: the master late by seconds)
+            // piles up connections whatever MaxClients is; growing on that backlog would
+            // ratchet MaxClients up at every stall. Hold while it drains.
+            self.hold -= 1;
+            self.new_iteration();
+        } else if starting && (queued || m.dropped > 0) {
+            // Hold the search where it is; its samples are the queue's, not MaxClients'.
+            self.new_iteration();
+        } else if (queued && m.accept_queue_len >= 1.0) || m.dropped > 0 {
             // Left flank: a worker for every waiting connection, at least fast_growth times
             // more, at most twice; then resume the search from there.
             let cur = mc.max(1) as f64;
@@ -303,7 +359,8 @@ impl Controller for Gearshift {
         // (and its minus perturbation) above them.
         let floor = (m.busy_workers * (1.0 + self.p.floor_margin)).max(1.0).ln();
         let low = theta[0] - self.p.perturbation[0];
-        if low < floor && m.cpu_util < self.p.cpu_saturated {
+        if holding {
+        } else if low < floor && m.cpu_util < self.p.cpu_saturated {
             theta[0] += floor - low;
         } else if m.accept_queue_wait_s <= 0.0
             && m.idle_workers > self.p.idle_share * m.busy_workers

@@ -290,6 +290,96 @@ fn gearshift_fast_path_grows_on_accept_queue() {
 }
 
 #[test]
+fn gearshift_fast_path_waits_for_workers_the_engine_is_still_starting() {
+    // Prefork after a raise from 150 to 320: 182 children so far (it forks 32 a second), the
+    // queue still long. Growing again would only race the forks up to the bound.
+    let mut g = build("gearshift", None).unwrap();
+    let spawning = Measurement {
+        pages: 900,
+        completions: 900,
+        mean_rt_s: 0.2,
+        accept_queue_wait_s: 0.19,
+        accept_queue_len: 120.0,
+        busy_workers: 180.0,
+        idle_workers: 2.0,
+        cpu_util: 0.3,
+        ..Measurement::default()
+    };
+    let p = defaults::gearshift::PERTURBATION;
+    let mut cur = 320;
+    for _ in 0..6 {
+        cur = g.step(T, &spawning, &mc(cur)).get(MAX_CLIENTS).unwrap();
+        assert!(
+            cur as f64 <= 320.0 * (1.0 + p).powi(2),
+            "held within a perturbation of 320: {cur}"
+        );
+    }
+    // Once the children exist and the queue persists, it grows at once.
+    let full = Measurement {
+        busy_workers: 318.0,
+        idle_workers: 0.0,
+        ..spawning
+    };
+    let out = g.step(T, &full, &mc(cur)).get(MAX_CLIENTS).unwrap();
+    assert!(out >= 400, "busy + waiting: {out}");
+}
+
+#[test]
+fn gearshift_holds_through_a_stall_of_the_machine() {
+    // 1 s intervals, then the master runs 4 s late and finds the backlog the stall left.
+    let mut g = build("gearshift", None).unwrap();
+    let calm = Measurement {
+        interval_s: 1.0,
+        pages: 1500,
+        completions: 1500,
+        mean_rt_s: 0.001,
+        service_time_s: 0.0005,
+        busy_workers: 220.0,
+        idle_workers: 80.0,
+        cpu_util: 0.3,
+        ..Measurement::default()
+    };
+    let mut cur = 300;
+    for _ in 0..4 {
+        cur = g.step(T, &calm, &mc(cur)).get(MAX_CLIENTS).unwrap();
+    }
+    let before = cur;
+    let backlog = Measurement {
+        mean_rt_s: 2.0,
+        accept_queue_wait_s: 1.9,
+        accept_queue_len: 200.0,
+        busy_workers: cur as f64,
+        idle_workers: 0.0,
+        ..calm.clone()
+    };
+    let stalled = Measurement {
+        interval_s: 4.2,
+        ..backlog.clone()
+    };
+    let p = defaults::gearshift::PERTURBATION;
+    let near = |v: u64| (v as f64) <= before as f64 * (1.0 + p).powi(3);
+    cur = g.step(T, &stalled, &mc(cur)).get(MAX_CLIENTS).unwrap();
+    assert!(
+        near(cur),
+        "no growth on a stalled interval: {before} -> {cur}"
+    );
+    // The drain right after it is held too...
+    cur = g.step(T, &backlog, &mc(cur)).get(MAX_CLIENTS).unwrap();
+    assert!(
+        near(cur),
+        "no growth while the stall's backlog drains: {cur}"
+    );
+    // ...but a queue that outlasts the hold is a real shortage.
+    for _ in 0..defaults::gearshift::DWELL {
+        cur = g.step(T, &backlog, &mc(cur)).get(MAX_CLIENTS).unwrap();
+    }
+    assert!(
+        cur as f64 >= 1.4 * before as f64,
+        "grows after the hold: {before} -> {cur}"
+    );
+}
+
+#[test]
 fn gearshift_balances_the_pipeline_better_than_keta() {
     let start = defaults::keta::INITIAL_THREADS;
     let tail_rt = |name: &str| {
