@@ -117,11 +117,15 @@ fn controller_moves_knob(engine: &str, knob: &str, engine_toml: &str, start: u64
     let frozen = ctl_ok(&admin, &["freeze"]);
     assert!(frozen.contains("\"frozen\": true"), "{frozen}");
     ctl_ok(&admin, &["set", &format!("{knob}={start}")]);
-    std::thread::sleep(Duration::from_millis(1200));
-    let st = admin_status(&admin);
+    // Wait for a decision taken while frozen (a few intervals; a loaded box may delay the
+    // master's samples), then the knob must still be where it was set by hand.
+    let st = poll(Duration::from_secs(10), || {
+        let st = admin_status(&admin);
+        (st["control"]["last_decision"]["frozen"] == true).then_some(st)
+    })
+    .unwrap_or_else(|| panic!("no decision while frozen: {}", admin_status(&admin)));
     assert_eq!(st["knobs"][knob], start, "frozen controller moved it: {st}");
     assert_eq!(st["control"]["frozen"], true);
-    assert_eq!(st["control"]["last_decision"]["frozen"], true, "{st}");
     // Unfrozen, it moves it again.
     ctl_ok(&admin, &["unfreeze"]);
     poll(Duration::from_secs(10), || {
@@ -133,7 +137,11 @@ fn controller_moves_knob(engine: &str, knob: &str, engine_toml: &str, start: u64
             admin_status(&admin)
         )
     });
-    std::thread::sleep(Duration::from_millis(600));
+    // Run on for at least 8 intervals in all (the trajectory is checked below).
+    poll(Duration::from_secs(15), || {
+        (admin_status(&admin)["control"]["samples"].as_u64()? >= 8).then_some(())
+    })
+    .unwrap_or_else(|| panic!("fewer than 8 samples: {}", admin_status(&admin)));
 
     stop.store(true, Ordering::SeqCst);
     let (ok, bad) = loader.join().unwrap();
