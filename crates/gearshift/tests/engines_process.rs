@@ -2,7 +2,8 @@
 //! connections; a `prefork` child killed under load is replaced and costs only its own
 //! connection; prefork's idle-server maintenance forks children for a crowd of keep-alive
 //! connections and retires them one per second once they leave. Children are found as the
-//! processes whose parent is the server (/proc/*/stat, `common::procs`).
+//! processes whose parent is the server (/proc/*/stat, `common::procs`); none of them keeps
+//! the master's admin listener.
 
 mod common;
 
@@ -223,4 +224,47 @@ fn prefork_maintenance_spawns_for_idle_keep_alive_connections_and_retires_one_pe
     sleep(Duration::from_millis(1500));
     assert_eq!(live_children(pid).len(), 4);
     assert_eq!(zombies_of(pid), 0);
+}
+
+/// The inode of the socket listening on 127.0.0.1:`port` (/proc/net/tcp, state 0A).
+fn listening_inode(port: u16) -> Option<String> {
+    let table = std::fs::read_to_string("/proc/net/tcp").ok()?;
+    table.lines().skip(1).find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let local_port = u16::from_str_radix(f.get(1)?.rsplit(':').next()?, 16).ok()?;
+        (local_port == port && f.get(3) == Some(&"0A")).then(|| f[9].to_string())
+    })
+}
+
+fn holds_socket(pid: i32, inode: &str) -> bool {
+    let want = format!("socket:[{inode}]");
+    std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|d| {
+        d.flatten()
+            .any(|e| std::fs::read_link(e.path()).is_ok_and(|l| l.to_string_lossy() == want))
+    })
+}
+
+#[test]
+fn forked_children_do_not_hold_the_admin_listener() {
+    for engine in ["prefork", "worker"] {
+        let s = serve(
+            standard_docroot(),
+            &["--engine", engine, "--admin", "127.0.0.1:0"],
+        );
+        let admin = admin_of(&s);
+        let port: u16 = admin.rsplit(':').next().unwrap().parse().unwrap();
+        let inode = listening_inode(port).expect("admin socket in /proc/net/tcp");
+        assert!(holds_socket(s.pid(), &inode), "{engine}: master holds it");
+        let children = poll(Duration::from_secs(10), || {
+            let c = live_children(s.pid());
+            (!c.is_empty()).then_some(c)
+        })
+        .expect("children started");
+        for c in children {
+            assert!(
+                !holds_socket(c, &inode),
+                "{engine}: child {c} holds the admin listener"
+            );
+        }
+    }
 }

@@ -51,6 +51,19 @@ pub fn check_single_threaded(engine: &str) -> std::io::Result<()> {
 /// (never in the master), before the handler is installed.
 static CHILD: OnceLock<(Arc<Shared>, u64)> = OnceLock::new();
 
+/// Descriptors of the master that a child must not keep (the admin listener: a child
+/// holding it would keep the admin port bound, and answering nothing, after the master
+/// died). Fork copies every descriptor, and these are not exec'd away.
+static MASTER_ONLY: std::sync::Mutex<Vec<std::os::fd::RawFd>> = std::sync::Mutex::new(Vec::new());
+
+/// Close `fd` in every child forked from now on.
+pub fn close_in_children(fd: std::os::fd::RawFd) {
+    MASTER_ONLY
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(fd);
+}
+
 /// Start the child's drain: what `Shared::start_drain` does, minus the wakers (a mutex,
 /// which a signal handler must not take; a child has no wakers). Only atomics and the
 /// monotonic clock: async-signal-safe.
@@ -109,6 +122,11 @@ pub fn spawn(shared: &Arc<Shared>, body: impl FnOnce() -> i32) -> std::io::Resul
         Ok(ForkResult::Child) => {}
     }
     // The child. Signals stay blocked until its own handlers are in place.
+    for &fd in MASTER_ONLY.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+        // SAFETY: `fd` is the master's (registered by `close_in_children`); this child
+        // never uses it, and nothing else in the child owns it.
+        unsafe { libc::close(fd) };
+    }
     let drain_ms = shared.service.load().config.shutdown_timeout_ms;
     let _ = CHILD.set((shared.clone(), drain_ms));
     set_handler(NixSignal::SIGTERM, SigHandler::Handler(on_child_term));
