@@ -16,6 +16,7 @@ pub mod fastcgi;
 pub mod io;
 pub mod pool;
 pub mod proxy;
+pub mod scripts;
 pub mod work;
 
 use crate::control::Shared;

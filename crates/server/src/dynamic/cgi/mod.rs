@@ -19,6 +19,7 @@ pub(crate) mod head;
 mod process;
 
 use super::io::{BodyFail, BodyIn, Out};
+use super::scripts::ScriptNames;
 use super::Peers;
 use crate::config::{CgiConfig, StaticConfig};
 use crate::files::fs::{Kind as FileKind, OpenError};
@@ -45,8 +46,7 @@ const FEED_GONE: u16 = 2;
 /// The CGI handler of one configuration generation.
 pub struct Cgi {
     /// URL directories without the leading '/', decoded (`cgi-bin`).
-    dirs: Vec<Vec<u8>>,
-    extensions: Vec<Vec<u8>>,
+    names: ScriptNames,
     timeout_ms: u64,
     max_processes: usize,
     /// Scripts running now in the whole server (shared with forked workers, and across
@@ -81,21 +81,10 @@ impl Cgi {
         root: &Path,
         previous: Option<&Cgi>,
     ) -> Option<Cgi> {
-        if cfg.dirs.is_empty() && cfg.extensions.is_empty() {
-            return None;
-        }
+        let names = ScriptNames::new(&cfg.dirs, &cfg.extensions)?;
         let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
         Some(Cgi {
-            dirs: cfg
-                .dirs
-                .iter()
-                .map(|d| d.trim_matches('/').as_bytes().to_vec())
-                .collect(),
-            extensions: cfg
-                .extensions
-                .iter()
-                .map(|e| e.as_bytes().to_vec())
-                .collect(),
+            names,
             timeout_ms: cfg.timeout_ms,
             max_processes: cfg.max_processes,
             running: previous.map_or_else(|| Arc::new(count::Count::new()), |p| p.running.clone()),
@@ -115,24 +104,12 @@ impl Cgi {
         let mut prefix_len = 0;
         for seg in m.rel.split(|&b| b == b'/') {
             prefix_len += seg.len();
-            if self.is_script_name(&m.rel[..prefix_len]) {
+            if self.names.is_script_name(&m.rel[..prefix_len]) {
                 return true;
             }
             prefix_len += 1;
         }
-        self.dirs.contains(&m.rel)
-    }
-
-    /// `rel` (a path below the root) may be a script: strictly inside a script directory
-    /// or carrying a script suffix.
-    fn is_script_name(&self, rel: &[u8]) -> bool {
-        self.dirs
-            .iter()
-            .any(|d| rel.len() > d.len() + 1 && rel.starts_with(d) && rel[d.len()] == b'/')
-            || self
-                .extensions
-                .iter()
-                .any(|e| rel.ends_with(e) && rel.len() > e.len())
+        self.names.is_dir(&m.rel)
     }
 
     /// Find the script a request path names, walking its segments: the first one that is
@@ -145,7 +122,7 @@ impl Cgi {
         for (i, seg) in segs.iter().enumerate() {
             end += seg.len() + usize::from(i > 0);
             let rel = &m.rel[..end];
-            if !self.is_script_name(rel) {
+            if !self.names.is_script_name(rel) {
                 continue;
             }
             let (file, meta) = match root.open_file(rel) {
@@ -183,7 +160,7 @@ impl Cgi {
             });
         }
         // A script directory itself, or a path with no script file in it.
-        Err(if self.dirs.contains(&m.rel) { 403 } else { 404 })
+        Err(if self.names.is_dir(&m.rel) { 403 } else { 404 })
     }
 
     /// Run the script for `head`, streaming `body` to it and its answer to `out`.

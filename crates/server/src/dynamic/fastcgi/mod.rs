@@ -21,6 +21,7 @@ mod spool;
 use super::cgi::env::{self as cgi_env, ScriptPath};
 use super::cgi::{count::Count, Served};
 use super::io::{BodyIn, Out};
+use super::scripts::ScriptNames;
 use super::Peers;
 use crate::config::{FastCgiConfig, StaticConfig};
 use crate::files::path::{map_path, PathPolicy};
@@ -49,8 +50,7 @@ const FEED_CUT: u16 = 3;
 
 /// The FastCGI handler of one configuration generation.
 pub struct FastCgi {
-    dirs: Vec<Vec<u8>>,
-    extensions: Vec<Vec<u8>>,
+    names: ScriptNames,
     read_timeout_ms: u64,
     send_timeout_ms: u64,
     max_connections: usize,
@@ -78,9 +78,10 @@ impl FastCgi {
         root: &Path,
         previous: Option<&FastCgi>,
     ) -> Option<FastCgi> {
-        if cfg.backend.is_empty() || (cfg.dirs.is_empty() && cfg.extensions.is_empty()) {
+        if cfg.backend.is_empty() {
             return None;
         }
+        let names = ScriptNames::new(&cfg.dirs, &cfg.extensions)?;
         let backend = Backend::parse(&cfg.backend).ok()?;
         let pool = match previous {
             Some(p) if p.pool.backend == backend => p.pool.clone(),
@@ -88,16 +89,7 @@ impl FastCgi {
         };
         let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
         Some(FastCgi {
-            dirs: cfg
-                .dirs
-                .iter()
-                .map(|d| d.trim_matches('/').as_bytes().to_vec())
-                .collect(),
-            extensions: cfg
-                .extensions
-                .iter()
-                .map(|e| e.as_bytes().to_vec())
-                .collect(),
+            names,
             read_timeout_ms: cfg.read_timeout_ms,
             send_timeout_ms: cfg.send_timeout_ms,
             max_connections: cfg.max_connections,
@@ -126,15 +118,7 @@ impl FastCgi {
         for (i, seg) in segs.iter().enumerate() {
             end += seg.len() + usize::from(i > 0);
             let rel = &m.rel[..end];
-            let in_dir = self
-                .dirs
-                .iter()
-                .any(|d| rel.len() > d.len() + 1 && rel.starts_with(d) && rel[d.len()] == b'/');
-            let suffix = self
-                .extensions
-                .iter()
-                .any(|e| rel.ends_with(e) && seg.len() > e.len());
-            if !(in_dir || suffix) {
+            if !self.names.is_script_name(rel) {
                 continue;
             }
             let mut path_info = Vec::new();
