@@ -19,10 +19,13 @@
 
 mod balance;
 pub mod config;
+mod evented;
 mod forward;
 mod health;
 mod pool;
 mod relay;
+
+pub use evented::{Exchange, Fed, Retry};
 
 use super::io::BodyFail;
 use super::io::{BodyIn, Out};

@@ -15,6 +15,7 @@ use crate::service::Service;
 use crate::session::{Session, Stop, WorkerCtx};
 use gearshift_http::Phase;
 pub(super) use handoff::{run_dynamic, Dynamic};
+use proxied::{Upstreams, UPSTREAM};
 use rustix::event::epoll::{self, EventData, EventFlags, EventVec};
 use rustix::fd::{AsFd, AsRawFd, OwnedFd};
 use rustix::io::Errno;
@@ -25,6 +26,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 mod handoff;
+mod proxied;
 
 const LISTENER: u64 = u64::MAX;
 const WAKER: u64 = u64::MAX - 1;
@@ -46,6 +48,8 @@ pub(super) struct Connection {
     lingering: bool,
     /// Deadline of the current write (last progress + send timeout) or of lingering.
     deadline_ms: u64,
+    /// A proxied request run by this loop (`proxied.rs`).
+    proxy: Option<Box<crate::dynamic::proxy::Exchange>>,
 }
 
 pub(super) struct Worker {
@@ -62,6 +66,7 @@ pub(super) struct Worker {
     w: WorkerCtx,
     accepting: bool,
     dynamic: Arc<Pool<Dynamic>>,
+    ups: Upstreams,
 }
 
 impl Worker {
@@ -107,6 +112,7 @@ impl Worker {
             mailbox,
             registry,
             dynamic,
+            ups: Upstreams::default(),
         })
     }
 
@@ -134,9 +140,13 @@ impl Worker {
                         let _ = rustix::io::read(self.waker.as_fd(), &mut b);
                         self.adopt();
                     }
+                    t if t & UPSTREAM != 0 => {
+                        self.upstream_ready((t & !UPSTREAM) as usize, ev.flags, &svc)
+                    }
                     t => self.ready(t as usize, ev.flags, &svc),
                 }
             }
+            self.resume_proxied(&svc);
             self.w.publish(&self.shared);
             self.mailbox.open.store(self.conns.len(), Ordering::Relaxed);
             if self.w.now_ms >= last_sweep + TICK_MS as u64 {
@@ -164,75 +174,6 @@ impl Worker {
         }
         self.registry.remove(self.id);
         tracing::debug!(worker = self.id, "event loop stopped");
-    }
-
-    /// Retiring: stop accepting and give every connection to a surviving loop. False (and
-    /// the loop goes on) if no loop could take them.
-    fn hand_off(&mut self) -> bool {
-        let moved = self.conns.len();
-        let Some(heir) = self.registry.heir(self.id) else {
-            return false;
-        };
-        if self.accepting {
-            self.accepting = false;
-            let _ = epoll::delete(&self.epoll, self.listener.as_fd());
-        }
-        let conns: Vec<Connection> = self.conns.drain().collect();
-        for c in &conns {
-            let _ = epoll::delete(&self.epoll, c.fd.as_fd());
-        }
-        heir.conns
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .extend(conns);
-        let _ = rustix::io::write(heir.waker.as_fd(), &1u64.to_ne_bytes());
-        tracing::debug!(worker = self.id, moved, "event loop retired");
-        true
-    }
-
-    /// Take over connections handed to this loop; edge-triggered registration reports their
-    /// current readiness, so nothing already pending is missed.
-    fn adopt(&mut self) {
-        let incoming =
-            std::mem::take(&mut *self.mailbox.conns.lock().unwrap_or_else(|p| p.into_inner()));
-        for c in incoming {
-            let entry = self.conns.vacant_entry();
-            let token = entry.key() as u64;
-            let flags = EventFlags::IN | EventFlags::OUT | EventFlags::RDHUP | EventFlags::ET;
-            if epoll::add(&self.epoll, c.fd.as_fd(), EventData::new_u64(token), flags).is_ok() {
-                let close = c.session.close_after_write && c.pending.is_empty() && !c.lingering;
-                entry.insert(c);
-                if close {
-                    // Back from a dynamic exchange that ended the connection.
-                    self.begin_close(token as usize);
-                }
-            }
-        }
-    }
-
-    /// Stop accepting, close idle connections; true once nothing is left or time is up.
-    fn drain(&mut self) -> bool {
-        if self.accepting {
-            self.accepting = false;
-            self.w.draining = true;
-            let _ = epoll::delete(&self.epoll, self.listener.as_fd());
-        }
-        let idle: Vec<usize> = self
-            .conns
-            .iter()
-            .filter(|(_, c)| {
-                !c.lingering
-                    && c.pending.is_empty()
-                    && c.session.inbuf.is_empty()
-                    && c.session.http.phase() == Phase::Idle
-            })
-            .map(|(k, _)| k)
-            .collect();
-        for k in idle {
-            self.close(k);
-        }
-        (self.conns.is_empty() && self.mailbox.away.load(Ordering::SeqCst) == 0)
-            || self.w.now_ms >= self.shared.drain_deadline_ms.load(Ordering::SeqCst)
     }
 
     fn accept(&mut self, svc: &Service) {
@@ -279,6 +220,7 @@ impl Worker {
                 read_stalled: false,
                 lingering: false,
                 deadline_ms: 0,
+                proxy: None,
             });
         }
     }
@@ -286,6 +228,9 @@ impl Worker {
     fn ready(&mut self, k: usize, flags: EventFlags, svc: &Service) {
         if !self.conns.contains(k) {
             return;
+        }
+        if self.conns[k].proxy.is_some() {
+            return self.proxied_client_ready(k, flags, svc);
         }
         if flags.contains(EventFlags::ERR) {
             self.close(k);
@@ -424,7 +369,9 @@ impl Worker {
                 Stop::NeedInput => return true,
                 Stop::OutputFull => stop = self.process_kept(k, svc),
                 Stop::Dynamic => {
-                    self.hand_to_dynamic(k);
+                    if !self.start_proxy(k, drained, svc) {
+                        self.hand_to_dynamic(k);
+                    }
                     return false;
                 }
             }
@@ -496,16 +443,22 @@ impl Worker {
         if let Some(c) = self.conns.try_remove(k) {
             let _ = epoll::delete(&self.epoll, c.fd.as_fd());
             tracing::trace!(worker = self.id, fd = c.fd.as_raw_fd(), "close");
+            if let Some(ex) = c.proxy {
+                self.proxy_abandoned(ex);
+            }
         }
     }
 
     /// Apply deadlines: header/body/keep-alive read timeouts, send timeouts, lingering.
-    fn sweep(&mut self, _svc: &Service) {
+    fn sweep(&mut self, svc: &Service) {
+        self.proxy_sweep(svc);
         let now = self.w.now_ms;
         let mut expired = Vec::new();
         for (k, c) in self.conns.iter() {
             let deadline = if c.lingering || !c.pending.is_empty() {
                 c.deadline_ms
+            } else if c.proxy.is_some() {
+                u64::MAX // the exchange has its own deadlines
             } else {
                 c.session.http.read_deadline()
             };

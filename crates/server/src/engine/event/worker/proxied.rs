@@ -1,0 +1,494 @@
+//! Proxied requests run by the event loop itself, as nginx does, instead of going to the
+//! dynamic pool and back (a hand-off cost ~7 syscalls per request: futexes, epoll_ctl, an
+//! eventfd pair). The exchange state machine (`dynamic::proxy::Exchange`) does no I/O; this
+//! module does it non-blocking: upstream connections are the loop's own, registered once
+//! (edge-triggered, read and write) in its epoll set under `UPSTREAM | key`, and kept in a
+//! per-loop idle pool while registered, so a reused connection costs no epoll_ctl and no
+//! idle check — an upstream closing an idle connection shows up as an event, and the
+//! connection is dropped then. Back-pressure goes both ways: while the client has output
+//! waiting, the upstream is not read (`Exchange::paused`), and reading resumes once the
+//! client's socket drains. Timeouts come from the loop's sweep (`proxy_sweep`).
+
+use super::Worker;
+use crate::dynamic::proxy::{Fed, Retry};
+use crate::dynamic::Route;
+use crate::output::Flushed;
+use crate::service::Service;
+use gearshift_http::parse::parse_head;
+use rustix::event::epoll::{self, EventData, EventFlags};
+use rustix::fd::{AsFd, OwnedFd};
+use rustix::io::Errno;
+use rustix::net::{AddressFamily, SendFlags, SocketFlags, SocketType};
+use slab::Slab;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+
+/// Token bit of upstream connections in the loop's epoll set.
+pub(super) const UPSTREAM: u64 = 1 << 62;
+
+/// The loop's upstream connections: in use by an exchange, or idle in the pool.
+#[derive(Default)]
+pub(in crate::engine::event) struct Upstreams {
+    conns: Slab<UpConn>,
+    /// Idle connections per server, most recently used last.
+    idle: HashMap<SocketAddr, Vec<usize>>,
+    /// Client connections whose exchange ended, to resume once the current events are
+    /// handled (iteratively: resuming may start and end further exchanges).
+    resume: Vec<usize>,
+}
+
+struct UpConn {
+    fd: OwnedFd,
+    addr: SocketAddr,
+    /// The client connection whose exchange uses it; None while idle.
+    client: Option<usize>,
+    connecting: bool,
+    /// The upstream closed its side (an event said so): read to the end, not just to a
+    /// short read, since no further edge will come for the EOF.
+    hup: bool,
+    /// While idle: dropped after this (monotonic ms).
+    idle_until: u64,
+}
+
+impl Upstreams {
+    /// A kept connection to `addr`, most recently used first (the rest age out).
+    fn take(&mut self, addr: SocketAddr, now_ms: u64) -> Option<usize> {
+        let list = self.idle.get_mut(&addr)?;
+        while let Some(key) = list.pop() {
+            if self.conns[key].idle_until > now_ms {
+                return Some(key);
+            }
+            self.conns.remove(key); // closing also leaves the epoll set
+        }
+        None
+    }
+
+    /// Keep `key` for reuse, up to `max` per server for `timeout_ms`.
+    fn put(&mut self, key: usize, (max, timeout_ms): (usize, u64), now_ms: u64) {
+        if max == 0 {
+            self.conns.remove(key);
+            return;
+        }
+        let u = &mut self.conns[key];
+        u.client = None;
+        u.idle_until = now_ms + timeout_ms;
+        let list = self.idle.entry(u.addr).or_default();
+        if list.len() >= max {
+            let oldest = list.remove(0);
+            self.conns.remove(oldest);
+        }
+        list.push(key);
+    }
+
+    fn drop_conn(&mut self, key: usize) {
+        if let Some(u) = self.conns.try_remove(key) {
+            if u.client.is_none() {
+                if let Some(list) = self.idle.get_mut(&u.addr) {
+                    list.retain(|&k| k != key);
+                }
+            }
+        }
+    }
+
+    /// Close idle connections past their keep-alive time.
+    fn expire(&mut self, now_ms: u64) {
+        let conns = &mut self.conns;
+        for list in self.idle.values_mut() {
+            list.retain(|&k| {
+                let live = conns[k].idle_until > now_ms;
+                if !live {
+                    conns.remove(k);
+                }
+                live
+            });
+        }
+    }
+
+    /// Exchanges in flight hold connections of this loop (they cannot move to another).
+    pub(super) fn busy(&self) -> bool {
+        self.conns.len() > self.idle.values().map(Vec::len).sum::<usize>()
+    }
+}
+
+/// A non-blocking connection to `addr`: the socket and whether it is already connected.
+fn connect(addr: SocketAddr) -> rustix::io::Result<(OwnedFd, bool)> {
+    let family = match addr {
+        SocketAddr::V4(_) => AddressFamily::INET,
+        SocketAddr::V6(_) => AddressFamily::INET6,
+    };
+    let flags = SocketFlags::NONBLOCK | SocketFlags::CLOEXEC;
+    let fd = rustix::net::socket_with(family, SocketType::STREAM, flags, None)?;
+    let _ = rustix::net::sockopt::set_tcp_nodelay(&fd, true);
+    match rustix::net::connect(&fd, &addr) {
+        Ok(()) => Ok((fd, true)),
+        Err(Errno::INPROGRESS) | Err(Errno::INTR) => Ok((fd, false)),
+        Err(e) => Err(e),
+    }
+}
+
+impl Worker {
+    /// A dynamic request was read: run it here if it is a proxied request without a body
+    /// (true), else it goes to the dynamic pool (false). `drained`: the client socket had
+    /// no more input at the last read.
+    pub(super) fn start_proxy(&mut self, k: usize, drained: bool, svc: &Service) -> bool {
+        let Some(proxy) = &svc.proxy else {
+            return false;
+        };
+        let c = &mut self.conns[k];
+        let Some(req) = c.session.take_dynamic() else {
+            return false;
+        };
+        let ex = match parse_head(&req.head, &svc.limits) {
+            Ok(Some(head)) if svc.route(&head) == Route::Proxy => {
+                let keep_alive = c.session.keep_alive_for(&head, &req, svc, &self.w);
+                proxy.evented(&head, c.session.peer, keep_alive, self.w.now_ms)
+            }
+            _ => None,
+        };
+        let Some(mut ex) = ex else {
+            c.session.restore_dynamic(req);
+            return false;
+        };
+        ex.request = Some(req);
+        c.read_stalled = !drained;
+        c.proxy = Some(Box::new(ex));
+        self.proxy_next(k, svc);
+        true
+    }
+
+    /// Try the next server (or the same one fresh): a kept connection, else a new one.
+    fn proxy_next(&mut self, k: usize, svc: &Service) {
+        loop {
+            let now = self.w.now_ms;
+            let ex = self.conns[k].proxy.as_mut().expect("exchange");
+            let Some(addr) = ex.pick(now) else {
+                ex.error(None, self.w.date.get(), &mut self.batch);
+                return self.proxy_end(k, false, false, svc);
+            };
+            if ex.may_reuse() {
+                if let Some(key) = self.ups.take(addr, now) {
+                    self.ups.conns[key].client = Some(k);
+                    ex.conn = Some(key);
+                    ex.reused = true;
+                    ex.progress(now);
+                    return self.up_send(k, svc);
+                }
+            }
+            let made = connect(addr).and_then(|(fd, done)| {
+                let entry = self.ups.conns.vacant_entry();
+                let token = UPSTREAM | entry.key() as u64;
+                let flags = EventFlags::IN | EventFlags::OUT | EventFlags::RDHUP | EventFlags::ET;
+                epoll::add(&self.epoll, fd.as_fd(), EventData::new_u64(token), flags)?;
+                let key = entry.key();
+                entry.insert(UpConn {
+                    fd,
+                    addr,
+                    client: Some(k),
+                    connecting: !done,
+                    hup: false,
+                    idle_until: 0,
+                });
+                Ok((key, done))
+            });
+            match made {
+                Ok((key, done)) => {
+                    ex.conn = Some(key);
+                    if done {
+                        ex.progress(now);
+                        return self.up_send(k, svc);
+                    }
+                    ex.io_deadline = now + ex.connect_timeout_ms(now).max(1);
+                    return;
+                }
+                Err(_) => {
+                    ex.failed(false, true);
+                }
+            }
+        }
+    }
+
+    /// Readiness of upstream connection `key`.
+    pub(super) fn upstream_ready(&mut self, key: usize, flags: EventFlags, svc: &Service) {
+        let Some(u) = self.ups.conns.get_mut(key) else {
+            return;
+        };
+        let readable = EventFlags::IN | EventFlags::RDHUP | EventFlags::HUP | EventFlags::ERR;
+        let Some(k) = u.client else {
+            // Idle: the upstream closed it (or sent what nobody asked for). A stale event
+            // finds nothing to read and keeps it.
+            let mut probe = [0u8; 1];
+            if flags.intersects(readable)
+                && rustix::io::read(u.fd.as_fd(), &mut probe) != Err(Errno::AGAIN)
+            {
+                self.ups.drop_conn(key);
+            }
+            return;
+        };
+        u.hup |= flags.intersects(EventFlags::RDHUP | EventFlags::HUP | EventFlags::ERR);
+        if u.connecting {
+            if !flags.intersects(EventFlags::OUT | EventFlags::ERR | EventFlags::HUP) {
+                return;
+            }
+            if !matches!(rustix::net::sockopt::get_socket_error(&u.fd), Ok(Ok(()))) {
+                return self.up_failed(k, false, true, svc);
+            }
+            u.connecting = false;
+            let now = self.w.now_ms;
+            if let Some(ex) = self.conns[k].proxy.as_mut() {
+                ex.progress(now);
+            }
+        }
+        let owned = |w: &Worker| {
+            w.conns
+                .get(k)
+                .and_then(|c| c.proxy.as_ref())
+                .is_some_and(|ex| ex.conn == Some(key))
+        };
+        if !owned(self) {
+            return;
+        }
+        let ex = self.conns[k].proxy.as_ref().expect("exchange");
+        if ex.sent < ex.req.len() {
+            self.up_send(k, svc);
+        } else if flags.intersects(readable) && !ex.paused {
+            self.up_read(k, svc);
+        }
+    }
+
+    /// Send (the rest of) the request head upstream.
+    fn up_send(&mut self, k: usize, svc: &Service) {
+        let ex = self.conns[k].proxy.as_mut().expect("exchange");
+        let Some(u) = ex.conn.and_then(|key| self.ups.conns.get(key)) else {
+            return;
+        };
+        while ex.sent < ex.req.len() {
+            match rustix::net::send(&u.fd, &ex.req[ex.sent..], SendFlags::NOSIGNAL) {
+                Ok(n) => ex.sent += n,
+                Err(Errno::INTR) => {}
+                Err(Errno::AGAIN) => return, // the next writable edge goes on
+                Err(_) => return self.up_failed(k, false, false, svc),
+            }
+        }
+        ex.progress(self.w.now_ms);
+    }
+
+    /// Read the upstream's answer and relay it until it ends, the upstream socket is
+    /// drained, or the client's socket is full.
+    fn up_read(&mut self, k: usize, svc: &Service) {
+        loop {
+            let c = &mut self.conns[k];
+            let ex = c.proxy.as_mut().expect("exchange");
+            let Some(u) = ex.conn.and_then(|key| self.ups.conns.get(key)) else {
+                return;
+            };
+            let r = rustix::io::read(u.fd.as_fd(), &mut self.buf);
+            let drained = !u.hup && matches!(r, Ok(n) if n < self.buf.len());
+            let date = self.w.date.get();
+            let fed = match r {
+                Ok(0) => ex.eof(&mut self.batch),
+                Ok(n) => {
+                    ex.progress(self.w.now_ms);
+                    ex.feed(&self.buf[..n], date, &mut self.batch)
+                }
+                Err(Errno::INTR) => continue,
+                Err(Errno::AGAIN) => return,
+                Err(_) if ex.unanswered() => Fed::Early,
+                Err(_) => Fed::Cut,
+            };
+            match fed {
+                Fed::More => {
+                    if !self.proxy_write(k) || drained {
+                        return; // paused, closed, or drained (edge-triggered contract)
+                    }
+                }
+                Fed::Done { reusable } => return self.proxy_end(k, true, reusable, svc),
+                Fed::Early => return self.up_failed(k, false, false, svc),
+                Fed::Bad => {
+                    if let Some(key) = ex.conn.take() {
+                        self.ups.drop_conn(key);
+                    }
+                    ex.give_up(502);
+                    return self.proxy_next(k, svc);
+                }
+                Fed::Cut => {
+                    ex.broken = true;
+                    return self.proxy_end(k, false, false, svc);
+                }
+            }
+        }
+    }
+
+    /// The attempt failed before any answer byte: drop the connection, try what is next.
+    fn up_failed(&mut self, k: usize, timeout: bool, connect: bool, svc: &Service) {
+        let Some(ex) = self.conns.get_mut(k).and_then(|c| c.proxy.as_mut()) else {
+            return;
+        };
+        if let Some(key) = ex.conn.take() {
+            self.ups.drop_conn(key);
+        }
+        if ex.failed(timeout, connect) == Retry::Fresh {
+            tracing::debug!(worker = self.id, "reused upstream connection failed: fresh");
+        }
+        self.proxy_next(k, svc);
+    }
+
+    /// Write the client output the exchange produced. False when reading the upstream
+    /// must stop: the client's socket is full (paused) or the client is gone (closed).
+    fn proxy_write(&mut self, k: usize) -> bool {
+        if self.batch.is_empty() {
+            return true;
+        }
+        let c = &mut self.conns[k];
+        let ex = c.proxy.as_mut().expect("exchange");
+        let res = if c.pending.is_empty() {
+            self.batch.write(c.fd.as_fd())
+        } else {
+            Ok((0, Flushed::Blocked))
+        };
+        match res {
+            Ok((_, Flushed::All)) => true,
+            Ok((n, Flushed::Blocked)) => {
+                self.batch.move_into(&mut c.pending);
+                if n > 0 || c.deadline_ms == 0 {
+                    c.deadline_ms = self.w.now_ms + c.session.send_timeout_ms;
+                }
+                ex.paused = true;
+                ex.io_deadline = u64::MAX;
+                false
+            }
+            Err(_) => {
+                self.batch.clear();
+                self.close(k);
+                false
+            }
+        }
+    }
+
+    /// The client's socket took its pending output: resume reading the upstream.
+    pub(super) fn proxy_drained(&mut self, k: usize, svc: &Service) {
+        let now = self.w.now_ms;
+        if let Some(ex) = self.conns[k].proxy.as_mut().filter(|ex| ex.paused) {
+            ex.paused = false;
+            ex.progress(now);
+            self.up_read(k, svc);
+        }
+    }
+
+    /// The exchange is over (`ok`: the server's health verdict): keep or drop the upstream
+    /// connection, log the request, write the rest, and resume the client connection.
+    fn proxy_end(&mut self, k: usize, ok: bool, reusable: bool, svc: &Service) {
+        let now = self.w.now_ms;
+        let c = &mut self.conns[k];
+        let mut ex = c.proxy.take().expect("exchange");
+        ex.release(ok);
+        if let Some(key) = ex.conn.take() {
+            match reusable {
+                true => self.ups.put(key, ex.keepalive(), now),
+                false => self.ups.drop_conn(key),
+            }
+        }
+        let keep = ex.keep_alive() && !ex.broken;
+        c.session.http.response_done(now);
+        let req = ex.request.take().expect("request");
+        match parse_head(&req.head, &svc.limits) {
+            Ok(Some(head)) => c.session.finish_dynamic(
+                &head,
+                &req,
+                ex.outcome(),
+                keep,
+                ex.started_us,
+                &mut self.w,
+            ),
+            _ => c.session.close_after_write = true,
+        }
+        if !c.pending.is_empty() {
+            self.batch.move_into(&mut c.pending);
+        } else if !self.batch.is_empty() {
+            match self.batch.write(c.fd.as_fd()) {
+                Ok((_, Flushed::All)) => c.session.written(now),
+                Ok((_, Flushed::Blocked)) => {
+                    self.batch.move_into(&mut c.pending);
+                    c.deadline_ms = now + c.session.send_timeout_ms;
+                }
+                Err(_) => {
+                    self.batch.clear();
+                    return self.close(k);
+                }
+            }
+        }
+        self.ups.resume.push(k);
+    }
+
+    /// Go on with client connections whose exchange ended: close, or answer kept input
+    /// and read more (only if there may be more: the loop saw a readable edge).
+    pub(super) fn resume_proxied(&mut self, svc: &Service) {
+        while let Some(k) = self.ups.resume.pop() {
+            let Some(c) = self.conns.get_mut(k).filter(|c| c.proxy.is_none()) else {
+                continue;
+            };
+            c.read_stalled |= !c.session.inbuf.is_empty();
+            if !c.pending.is_empty() || c.lingering {
+                continue; // the writable edge goes on (`ready`)
+            }
+            if c.session.close_after_write {
+                self.begin_close(k);
+            } else if c.read_stalled {
+                self.read(k, svc);
+            }
+        }
+    }
+
+    /// Events on a client connection while its exchange runs: write pending output (and
+    /// resume the upstream once it is gone); a hang-up ends the exchange; input waits.
+    pub(super) fn proxied_client_ready(&mut self, k: usize, flags: EventFlags, svc: &Service) {
+        if flags.intersects(EventFlags::ERR | EventFlags::HUP | EventFlags::RDHUP) {
+            return self.close(k);
+        }
+        let c = &mut self.conns[k];
+        c.read_stalled |= flags.contains(EventFlags::IN);
+        if flags.contains(EventFlags::OUT)
+            && !c.pending.is_empty()
+            && self.flush_pending(k)
+            && self.conns[k].pending.is_empty()
+        {
+            self.proxy_drained(k, svc);
+        }
+    }
+
+    /// A client connection closed during its exchange: its upstream connection is out of
+    /// sync and dropped; the server did nothing wrong.
+    pub(super) fn proxy_abandoned(&mut self, mut ex: Box<crate::dynamic::proxy::Exchange>) {
+        if let Some(key) = ex.conn.take() {
+            self.ups.drop_conn(key);
+        }
+        ex.release(true);
+    }
+
+    /// The sweep's part for the proxy: idle upstream connections past their time, and
+    /// exchanges whose upstream did not progress in time (504 before an answer, else the
+    /// answer is cut and the client connection closed).
+    pub(super) fn proxy_sweep(&mut self, svc: &Service) {
+        let now = self.w.now_ms;
+        self.ups.expire(now);
+        let due: Vec<usize> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.proxy.as_ref().is_some_and(|ex| now >= ex.io_deadline))
+            .map(|(k, _)| k)
+            .collect();
+        for k in due {
+            let ex = self.conns[k].proxy.as_mut().expect("exchange");
+            if ex.unanswered() {
+                let connecting = ex
+                    .conn
+                    .and_then(|key| self.ups.conns.get(key))
+                    .is_some_and(|u| u.connecting);
+                self.up_failed(k, true, connecting, svc);
+            } else {
+                tracing::warn!(target: "proxy", "upstream stalled in the body");
+                ex.broken = true;
+                self.proxy_end(k, false, false, svc);
+            }
+        }
+    }
+}
