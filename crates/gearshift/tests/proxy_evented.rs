@@ -1,6 +1,6 @@
 //! What the event engine's in-loop proxy does differently from the blocking one (which the
 //! other engines still use, so every test here also holds for them, minus the event-only
-//! checks): a slow-reading client holds the upstream back (the loop stops reading it while
+//! checks, which say so): a slow-reading client holds the upstream back (the loop stops reading it while
 //! the client's output waits) while the same loop keeps answering other clients, and an
 //! upstream closing a pooled connection is noticed by its event and the connection dropped
 //! at once, not at its next use.
@@ -101,8 +101,11 @@ fn a_slow_reader_holds_the_upstream_back_while_others_are_answered() {
         stalled < LEN / 2,
         "{stalled} of {LEN} bytes left the upstream for a client that reads nothing"
     );
-    // The same loop answers another client meanwhile.
-    assert_eq!(p.get("/other").text(), "small");
+    // The same loop answers another client meanwhile (a blocking engine's single worker
+    // thread is busy with the slow client instead).
+    if event_engine() {
+        assert_eq!(p.get("/other").text(), "small");
+    }
     // Now the client reads it all, intact, and the connection stays in sync.
     let head_end = buf[..got]
         .windows(4)
