@@ -382,7 +382,8 @@ impl Worker {
         let mut ex = c.proxy.take().expect("exchange");
         ex.release(ok);
         if let Some(key) = ex.conn.take() {
-            match reusable {
+            // An upstream that already hung up sends no further event: not kept.
+            match reusable && !self.ups.conns[key].hup {
                 true => self.ups.put(key, ex.keepalive(), now),
                 false => self.ups.drop_conn(key),
             }
