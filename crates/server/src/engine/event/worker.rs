@@ -122,7 +122,9 @@ impl Worker {
         let mut last_flush = 0;
         tracing::debug!(worker = self.id, "event loop started");
         loop {
-            if let Err(e) = epoll::wait(&self.epoll, &mut events, TICK_MS) {
+            // No wait while a proxied answer has more to relay (`proxied.rs`).
+            let tick = if self.ups.more.is_empty() { TICK_MS } else { 0 };
+            if let Err(e) = epoll::wait(&self.epoll, &mut events, tick) {
                 if e != Errno::INTR {
                     tracing::error!(worker = self.id, "epoll_wait: {e}");
                     break;

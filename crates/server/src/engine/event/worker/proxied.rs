@@ -35,7 +35,14 @@ pub(in crate::engine::event) struct Upstreams {
     /// Client connections whose exchange ended, to resume once the current events are
     /// handled (iteratively: resuming may start and end further exchanges).
     resume: Vec<usize>,
+    /// Client connections whose upstream still had data when their relay used up its turn
+    /// (`RELAY_READS`): relayed further after the loop's next (non-waiting) epoll_wait.
+    pub(super) more: Vec<usize>,
 }
+
+/// Upstream reads (of `READ_BUF`) one exchange relays before other connections get a turn,
+/// so a large download to a fast client does not hold the loop: 1 MiB.
+const RELAY_READS: usize = 16;
 
 struct UpConn {
     fd: OwnedFd,
@@ -275,7 +282,10 @@ impl Worker {
     /// Read the upstream's answer and relay it until it ends, the upstream socket is
     /// drained, or the client's socket is full.
     fn up_read(&mut self, k: usize, svc: &Service) {
-        loop {
+        for turn in 0.. {
+            if turn == RELAY_READS {
+                return self.ups.more.push(k);
+            }
             let c = &mut self.conns[k];
             let ex = c.proxy.as_mut().expect("exchange");
             let Some(u) = ex.conn.and_then(|key| self.ups.conns.get(key)) else {
@@ -423,6 +433,12 @@ impl Worker {
     /// Go on with client connections whose exchange ended: close, or answer kept input
     /// and read more (only if there may be more: the loop saw a readable edge).
     pub(super) fn resume_proxied(&mut self, svc: &Service) {
+        for k in std::mem::take(&mut self.ups.more) {
+            let relaying = self.conns.get(k).and_then(|c| c.proxy.as_ref());
+            if relaying.is_some_and(|ex| !ex.paused && ex.sent == ex.req.len()) {
+                self.up_read(k, svc);
+            }
+        }
         while let Some(k) = self.ups.resume.pop() {
             let Some(c) = self.conns.get_mut(k).filter(|c| c.proxy.is_none()) else {
                 continue;
