@@ -265,17 +265,41 @@ impl Exchange {
         if self.body.is_some() {
             return self.relay(data, out);
         }
-        self.head_buf.extend_from_slice(data);
+        // Usually the whole head comes in one read and is parsed where it lies; a partial
+        // head is kept until the rest arrives.
+        let mut kept = std::mem::take(&mut self.head_buf);
+        let fed = if kept.is_empty() {
+            self.head(data, date, out, &mut kept)
+        } else {
+            kept.extend_from_slice(data);
+            let all = std::mem::take(&mut kept);
+            self.head(&all, date, out, &mut kept)
+        };
+        self.head_buf = kept;
+        fed
+    }
+
+    /// Parse the response head at the start of `input` (interim answers skipped) and relay
+    /// what follows it; a partial head is copied to `partial`.
+    fn head(
+        &mut self,
+        mut input: &[u8],
+        date: &[u8; DATE_LEN],
+        out: &mut Batch,
+        partial: &mut Vec<u8>,
+    ) -> Fed {
         loop {
-            match forward::parse_response(&self.head_buf, self.enc.head_only) {
-                Parsed::Partial if self.head_buf.len() >= MAX_RESPONSE_HEAD => {
+            match forward::parse_response(input, self.enc.head_only) {
+                Parsed::Partial if input.len() >= MAX_RESPONSE_HEAD => {
                     tracing::warn!(target: "proxy", upstream = %self.up.cfg.name, "response head too large");
                     return Fed::Bad;
                 }
-                Parsed::Partial => return Fed::More,
-                Parsed::Interim(n) => {
-                    self.head_buf.drain(..n);
+                Parsed::Partial => {
+                    partial.clear();
+                    partial.extend_from_slice(input);
+                    return Fed::More;
                 }
+                Parsed::Interim(n) => input = &input[n..],
                 Parsed::Bad(why) => {
                     tracing::warn!(target: "proxy", upstream = %self.up.cfg.name, "bad response: {why}");
                     return Fed::Bad;
@@ -294,8 +318,7 @@ impl Exchange {
                             .then(|| BodyDecoder::new(Framing::Chunked, u64::MAX)),
                         reusable: rh.reusable,
                     });
-                    let rest = std::mem::take(&mut self.head_buf);
-                    return self.relay(&rest[rh.len..], out);
+                    return self.relay(&input[rh.len..], out);
                 }
             }
         }
@@ -457,3 +480,7 @@ impl Encoder {
         self.delimit = Delimit::Finished;
     }
 }
+
+#[cfg(test)]
+#[path = "evented_tests.rs"]
+mod tests;
