@@ -15,7 +15,7 @@ use crate::service::Service;
 use crate::session::{Session, Stop, WorkerCtx};
 use gearshift_http::Phase;
 pub(super) use handoff::{run_dynamic, Dynamic};
-use proxied::{Upstreams, UPSTREAM};
+use proxied::{Exchanges, Upstreams, UPSTREAM};
 use rustix::event::epoll::{self, EventData, EventFlags, EventVec};
 use rustix::fd::{AsFd, AsRawFd, OwnedFd};
 use rustix::io::Errno;
@@ -48,8 +48,6 @@ pub(super) struct Connection {
     lingering: bool,
     /// Deadline of the current write (last progress + send timeout) or of lingering.
     deadline_ms: u64,
-    /// A proxied request run by this loop (`proxied.rs`).
-    proxy: Option<Box<crate::dynamic::proxy::Exchange>>,
 }
 
 pub(super) struct Worker {
@@ -67,6 +65,8 @@ pub(super) struct Worker {
     accepting: bool,
     dynamic: Arc<Pool<Dynamic>>,
     ups: Upstreams,
+    /// Proxied requests this loop runs, by client connection (`proxied.rs`).
+    exchanges: Exchanges,
 }
 
 impl Worker {
@@ -113,6 +113,7 @@ impl Worker {
             registry,
             dynamic,
             ups: Upstreams::default(),
+            exchanges: Exchanges::default(),
         })
     }
 
@@ -222,7 +223,6 @@ impl Worker {
                 read_stalled: false,
                 lingering: false,
                 deadline_ms: 0,
-                proxy: None,
             });
         }
     }
@@ -231,7 +231,7 @@ impl Worker {
         if !self.conns.contains(k) {
             return;
         }
-        if self.conns[k].proxy.is_some() {
+        if self.exchanges.running(k) {
             return self.proxied_client_ready(k, flags, svc);
         }
         if flags.contains(EventFlags::ERR) {
@@ -445,7 +445,7 @@ impl Worker {
         if let Some(c) = self.conns.try_remove(k) {
             let _ = epoll::delete(&self.epoll, c.fd.as_fd());
             tracing::trace!(worker = self.id, fd = c.fd.as_raw_fd(), "close");
-            if let Some(ex) = c.proxy {
+            if let Some(ex) = self.exchanges.take(k) {
                 self.proxy_abandoned(ex);
             }
         }
@@ -459,7 +459,7 @@ impl Worker {
         for (k, c) in self.conns.iter() {
             let deadline = if c.lingering || !c.pending.is_empty() {
                 c.deadline_ms
-            } else if c.proxy.is_some() {
+            } else if self.exchanges.running(k) {
                 u64::MAX // the exchange has its own deadlines
             } else {
                 c.session.http.read_deadline()

@@ -150,9 +150,9 @@ impl Worker {
         let idle: Vec<usize> = self
             .conns
             .iter()
-            .filter(|(_, c)| {
+            .filter(|&(k, c)| {
                 !c.lingering
-                    && c.proxy.is_none()
+                    && !self.exchanges.running(k)
                     && c.pending.is_empty()
                     && c.session.inbuf.is_empty()
                     && c.session.http.phase() == Phase::Idle

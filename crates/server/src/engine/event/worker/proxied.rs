@@ -10,7 +10,7 @@
 //! client's socket drains. Timeouts come from the loop's sweep (`proxy_sweep`).
 
 use super::Worker;
-use crate::dynamic::proxy::{Fed, Retry};
+use crate::dynamic::proxy::{Exchange, Fed, Retry};
 use crate::dynamic::Route;
 use crate::output::Flushed;
 use crate::service::Service;
@@ -117,6 +117,36 @@ impl Upstreams {
     }
 }
 
+/// The exchanges a loop runs, by client connection key (kept out of `Connection`, which
+/// every idle connection carries).
+#[derive(Default)]
+pub(in crate::engine::event) struct Exchanges(Vec<Option<Box<Exchange>>>);
+
+impl Exchanges {
+    pub(super) fn running(&self, k: usize) -> bool {
+        self.0.get(k).is_some_and(Option::is_some)
+    }
+
+    fn get(&self, k: usize) -> Option<&Exchange> {
+        self.0.get(k)?.as_deref()
+    }
+
+    fn get_mut(&mut self, k: usize) -> Option<&mut Exchange> {
+        self.0.get_mut(k)?.as_deref_mut()
+    }
+
+    fn set(&mut self, k: usize, ex: Box<Exchange>) {
+        if self.0.len() <= k {
+            self.0.resize_with(k + 1, || None);
+        }
+        self.0[k] = Some(ex);
+    }
+
+    pub(super) fn take(&mut self, k: usize) -> Option<Box<Exchange>> {
+        self.0.get_mut(k)?.take()
+    }
+}
+
 /// A non-blocking connection to `addr`: the socket and whether it is already connected.
 fn connect(addr: SocketAddr) -> rustix::io::Result<(OwnedFd, bool)> {
     let family = match addr {
@@ -158,7 +188,7 @@ impl Worker {
         };
         ex.request = Some(req);
         c.read_stalled = !drained;
-        c.proxy = Some(Box::new(ex));
+        self.exchanges.set(k, Box::new(ex));
         self.proxy_next(k, svc);
         true
     }
@@ -167,7 +197,7 @@ impl Worker {
     fn proxy_next(&mut self, k: usize, svc: &Service) {
         loop {
             let now = self.w.now_ms;
-            let ex = self.conns[k].proxy.as_mut().expect("exchange");
+            let ex = self.exchanges.get_mut(k).expect("exchange");
             let Some(addr) = ex.pick(now) else {
                 ex.error(None, self.w.date.get(), &mut self.batch);
                 return self.proxy_end(k, false, false, svc);
@@ -241,20 +271,15 @@ impl Worker {
             }
             u.connecting = false;
             let now = self.w.now_ms;
-            if let Some(ex) = self.conns[k].proxy.as_mut() {
+            if let Some(ex) = self.exchanges.get_mut(k) {
                 ex.progress(now);
             }
         }
-        let owned = |w: &Worker| {
-            w.conns
-                .get(k)
-                .and_then(|c| c.proxy.as_ref())
-                .is_some_and(|ex| ex.conn == Some(key))
-        };
+        let owned = |w: &Worker| w.exchanges.get(k).is_some_and(|ex| ex.conn == Some(key));
         if !owned(self) {
             return;
         }
-        let ex = self.conns[k].proxy.as_ref().expect("exchange");
+        let ex = self.exchanges.get(k).expect("exchange");
         if ex.sent < ex.req.len() {
             self.up_send(k, svc);
         } else if flags.intersects(readable) && !ex.paused {
@@ -264,7 +289,7 @@ impl Worker {
 
     /// Send (the rest of) the request head upstream.
     fn up_send(&mut self, k: usize, svc: &Service) {
-        let ex = self.conns[k].proxy.as_mut().expect("exchange");
+        let ex = self.exchanges.get_mut(k).expect("exchange");
         let Some(u) = ex.conn.and_then(|key| self.ups.conns.get(key)) else {
             return;
         };
@@ -286,8 +311,7 @@ impl Worker {
             if turn == RELAY_READS {
                 return self.ups.more.push(k);
             }
-            let c = &mut self.conns[k];
-            let ex = c.proxy.as_mut().expect("exchange");
+            let ex = self.exchanges.get_mut(k).expect("exchange");
             let Some(u) = ex.conn.and_then(|key| self.ups.conns.get(key)) else {
                 return;
             };
@@ -330,7 +354,7 @@ impl Worker {
 
     /// The attempt failed before any answer byte: drop the connection, try what is next.
     fn up_failed(&mut self, k: usize, timeout: bool, connect: bool, svc: &Service) {
-        let Some(ex) = self.conns.get_mut(k).and_then(|c| c.proxy.as_mut()) else {
+        let Some(ex) = self.exchanges.get_mut(k) else {
             return;
         };
         if let Some(key) = ex.conn.take() {
@@ -349,7 +373,7 @@ impl Worker {
             return true;
         }
         let c = &mut self.conns[k];
-        let ex = c.proxy.as_mut().expect("exchange");
+        let ex = self.exchanges.get_mut(k).expect("exchange");
         let res = if c.pending.is_empty() {
             self.batch.write(c.fd.as_fd())
         } else {
@@ -377,7 +401,7 @@ impl Worker {
     /// The client's socket took its pending output: resume reading the upstream.
     pub(super) fn proxy_drained(&mut self, k: usize, svc: &Service) {
         let now = self.w.now_ms;
-        if let Some(ex) = self.conns[k].proxy.as_mut().filter(|ex| ex.paused) {
+        if let Some(ex) = self.exchanges.get_mut(k).filter(|ex| ex.paused) {
             ex.paused = false;
             ex.progress(now);
             self.up_read(k, svc);
@@ -389,7 +413,7 @@ impl Worker {
     fn proxy_end(&mut self, k: usize, ok: bool, reusable: bool, svc: &Service) {
         let now = self.w.now_ms;
         let c = &mut self.conns[k];
-        let mut ex = c.proxy.take().expect("exchange");
+        let mut ex = self.exchanges.take(k).expect("exchange");
         ex.release(ok);
         if let Some(key) = ex.conn.take() {
             // An upstream that already hung up sends no further event: not kept.
@@ -434,13 +458,13 @@ impl Worker {
     /// and read more (only if there may be more: the loop saw a readable edge).
     pub(super) fn resume_proxied(&mut self, svc: &Service) {
         for k in std::mem::take(&mut self.ups.more) {
-            let relaying = self.conns.get(k).and_then(|c| c.proxy.as_ref());
+            let relaying = self.exchanges.get(k);
             if relaying.is_some_and(|ex| !ex.paused && ex.sent == ex.req.len()) {
                 self.up_read(k, svc);
             }
         }
         while let Some(k) = self.ups.resume.pop() {
-            let Some(c) = self.conns.get_mut(k).filter(|c| c.proxy.is_none()) else {
+            let Some(c) = self.conns.get_mut(k).filter(|_| !self.exchanges.running(k)) else {
                 continue;
             };
             c.read_stalled |= !c.session.inbuf.is_empty();
@@ -474,7 +498,7 @@ impl Worker {
 
     /// A client connection closed during its exchange: its upstream connection is out of
     /// sync and dropped; the server did nothing wrong.
-    pub(super) fn proxy_abandoned(&mut self, mut ex: Box<crate::dynamic::proxy::Exchange>) {
+    pub(super) fn proxy_abandoned(&mut self, mut ex: Box<Exchange>) {
         if let Some(key) = ex.conn.take() {
             self.ups.drop_conn(key);
         }
@@ -488,13 +512,15 @@ impl Worker {
         let now = self.w.now_ms;
         self.ups.expire(now);
         let due: Vec<usize> = self
-            .conns
+            .exchanges
+            .0
             .iter()
-            .filter(|(_, c)| c.proxy.as_ref().is_some_and(|ex| now >= ex.io_deadline))
+            .enumerate()
+            .filter(|(_, ex)| ex.as_ref().is_some_and(|ex| now >= ex.io_deadline))
             .map(|(k, _)| k)
             .collect();
         for k in due {
-            let ex = self.conns[k].proxy.as_mut().expect("exchange");
+            let ex = self.exchanges.get_mut(k).expect("exchange");
             if ex.unanswered() {
                 let connecting = ex
                     .conn
