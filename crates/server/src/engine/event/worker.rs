@@ -15,7 +15,6 @@ use crate::service::Service;
 use crate::session::{Session, Stop, WorkerCtx};
 use gearshift_http::Phase;
 pub(super) use handoff::{run_dynamic, Dynamic};
-use proxied::{Exchanges, Upstreams, UPSTREAM};
 use rustix::event::epoll::{self, EventData, EventFlags, EventVec};
 use rustix::fd::{AsFd, AsRawFd, OwnedFd};
 use rustix::io::Errno;
@@ -24,9 +23,11 @@ use slab::Slab;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use upstreams::{Exchanges, Upstreams, UPSTREAM};
 
 mod handoff;
 mod proxied;
+mod upstreams;
 
 const LISTENER: u64 = u64::MAX;
 const WAKER: u64 = u64::MAX - 1;

@@ -1,7 +1,8 @@
 //! Proxied requests run by the event loop itself, as nginx does, instead of going to the
 //! dynamic pool and back (a hand-off cost ~7 syscalls per request: futexes, epoll_ctl, an
 //! eventfd pair). The exchange state machine (`dynamic::proxy::Exchange`) does no I/O; this
-//! module does it non-blocking: upstream connections are the loop's own, registered once
+//! module does it non-blocking (the connections themselves are in `upstreams.rs`): upstream
+//! connections are the loop's own, registered once
 //! (edge-triggered, read and write) in its epoll set under `UPSTREAM | key`, and kept in a
 //! per-loop idle pool while registered, so a reused connection costs no epoll_ctl and no
 //! idle check — an upstream closing an idle connection shows up as an event, and the
@@ -9,6 +10,7 @@
 //! waiting, the upstream is not read (`Exchange::paused`), and reading resumes once the
 //! client's socket drains. Timeouts come from the loop's sweep (`proxy_sweep`).
 
+use super::upstreams::{connect, UpConn, UPSTREAM};
 use super::Worker;
 use crate::dynamic::proxy::{Exchange, Fed, Retry};
 use crate::dynamic::Route;
@@ -16,152 +18,13 @@ use crate::output::Flushed;
 use crate::service::Service;
 use gearshift_http::parse::parse_head;
 use rustix::event::epoll::{self, EventData, EventFlags};
-use rustix::fd::{AsFd, OwnedFd};
+use rustix::fd::AsFd;
 use rustix::io::Errno;
-use rustix::net::{AddressFamily, SendFlags, SocketFlags, SocketType};
-use slab::Slab;
-use std::collections::HashMap;
-use std::net::SocketAddr;
-
-/// Token bit of upstream connections in the loop's epoll set.
-pub(super) const UPSTREAM: u64 = 1 << 62;
-
-/// The loop's upstream connections: in use by an exchange, or idle in the pool.
-#[derive(Default)]
-pub(in crate::engine::event) struct Upstreams {
-    conns: Slab<UpConn>,
-    /// Idle connections per server, most recently used last.
-    idle: HashMap<SocketAddr, Vec<usize>>,
-    /// Client connections whose exchange ended, to resume once the current events are
-    /// handled (iteratively: resuming may start and end further exchanges).
-    resume: Vec<usize>,
-    /// Client connections whose upstream still had data when their relay used up its turn
-    /// (`RELAY_READS`): relayed further after the loop's next (non-waiting) epoll_wait.
-    pub(super) more: Vec<usize>,
-}
+use rustix::net::SendFlags;
 
 /// Upstream reads (of `READ_BUF`) one exchange relays before other connections get a turn,
 /// so a large download to a fast client does not hold the loop: 1 MiB.
 const RELAY_READS: usize = 16;
-
-struct UpConn {
-    fd: OwnedFd,
-    addr: SocketAddr,
-    /// The client connection whose exchange uses it; None while idle.
-    client: Option<usize>,
-    connecting: bool,
-    /// The upstream closed its side (an event said so): read to the end, not just to a
-    /// short read, since no further edge will come for the EOF.
-    hup: bool,
-    /// While idle: dropped after this (monotonic ms).
-    idle_until: u64,
-}
-
-impl Upstreams {
-    /// A kept connection to `addr`, most recently used first (the rest age out).
-    fn take(&mut self, addr: SocketAddr, now_ms: u64) -> Option<usize> {
-        let list = self.idle.get_mut(&addr)?;
-        while let Some(key) = list.pop() {
-            if self.conns[key].idle_until > now_ms {
-                return Some(key);
-            }
-            self.conns.remove(key); // closing also leaves the epoll set
-        }
-        None
-    }
-
-    /// Keep `key` for reuse, up to `max` per server for `timeout_ms`.
-    fn put(&mut self, key: usize, (max, timeout_ms): (usize, u64), now_ms: u64) {
-        if max == 0 {
-            self.conns.remove(key);
-            return;
-        }
-        let u = &mut self.conns[key];
-        u.client = None;
-        u.idle_until = now_ms + timeout_ms;
-        let list = self.idle.entry(u.addr).or_default();
-        if list.len() >= max {
-            let oldest = list.remove(0);
-            self.conns.remove(oldest);
-        }
-        list.push(key);
-    }
-
-    fn drop_conn(&mut self, key: usize) {
-        if let Some(u) = self.conns.try_remove(key) {
-            if u.client.is_none() {
-                if let Some(list) = self.idle.get_mut(&u.addr) {
-                    list.retain(|&k| k != key);
-                }
-            }
-        }
-    }
-
-    /// Close idle connections past their keep-alive time.
-    fn expire(&mut self, now_ms: u64) {
-        let conns = &mut self.conns;
-        for list in self.idle.values_mut() {
-            list.retain(|&k| {
-                let live = conns[k].idle_until > now_ms;
-                if !live {
-                    conns.remove(k);
-                }
-                live
-            });
-        }
-    }
-
-    /// Exchanges in flight hold connections of this loop (they cannot move to another).
-    pub(super) fn busy(&self) -> bool {
-        self.conns.len() > self.idle.values().map(Vec::len).sum::<usize>()
-    }
-}
-
-/// The exchanges a loop runs, by client connection key (kept out of `Connection`, which
-/// every idle connection carries).
-#[derive(Default)]
-pub(in crate::engine::event) struct Exchanges(Vec<Option<Box<Exchange>>>);
-
-impl Exchanges {
-    pub(super) fn running(&self, k: usize) -> bool {
-        self.0.get(k).is_some_and(Option::is_some)
-    }
-
-    fn get(&self, k: usize) -> Option<&Exchange> {
-        self.0.get(k)?.as_deref()
-    }
-
-    fn get_mut(&mut self, k: usize) -> Option<&mut Exchange> {
-        self.0.get_mut(k)?.as_deref_mut()
-    }
-
-    fn set(&mut self, k: usize, ex: Box<Exchange>) {
-        if self.0.len() <= k {
-            self.0.resize_with(k + 1, || None);
-        }
-        self.0[k] = Some(ex);
-    }
-
-    pub(super) fn take(&mut self, k: usize) -> Option<Box<Exchange>> {
-        self.0.get_mut(k)?.take()
-    }
-}
-
-/// A non-blocking connection to `addr`: the socket and whether it is already connected.
-fn connect(addr: SocketAddr) -> rustix::io::Result<(OwnedFd, bool)> {
-    let family = match addr {
-        SocketAddr::V4(_) => AddressFamily::INET,
-        SocketAddr::V6(_) => AddressFamily::INET6,
-    };
-    let flags = SocketFlags::NONBLOCK | SocketFlags::CLOEXEC;
-    let fd = rustix::net::socket_with(family, SocketType::STREAM, flags, None)?;
-    let _ = rustix::net::sockopt::set_tcp_nodelay(&fd, true);
-    match rustix::net::connect(&fd, &addr) {
-        Ok(()) => Ok((fd, true)),
-        Err(Errno::INPROGRESS) | Err(Errno::INTR) => Ok((fd, false)),
-        Err(e) => Err(e),
-    }
-}
 
 impl Worker {
     /// A dynamic request was read: run it here if it is a proxied request without a body
