@@ -1,14 +1,13 @@
 //! Proxied requests run by the event loop itself, as nginx does, instead of going to the
 //! dynamic pool and back (a hand-off cost ~7 syscalls per request: futexes, epoll_ctl, an
 //! eventfd pair). The exchange state machine (`dynamic::proxy::Exchange`) does no I/O; this
-//! module does it non-blocking (the connections themselves are in `upstreams.rs`): upstream
-//! connections are the loop's own, registered once
-//! (edge-triggered, read and write) in its epoll set under `UPSTREAM | key`, and kept in a
-//! per-loop idle pool while registered, so a reused connection costs no epoll_ctl and no
-//! idle check — an upstream closing an idle connection shows up as an event, and the
-//! connection is dropped then. Back-pressure goes both ways: while the client has output
-//! waiting, the upstream is not read (`Exchange::paused`), and reading resumes once the
-//! client's socket drains. Timeouts come from the loop's sweep (`proxy_sweep`).
+//! module does it non-blocking. Upstream connections are the loop's own (`upstreams.rs`),
+//! registered once (edge-triggered, read and write) in its epoll set and kept registered in
+//! a per-loop idle pool, so a reused connection costs no epoll_ctl and no idle check: an
+//! upstream closing an idle connection shows up as an event, and the connection is dropped
+//! then. Back-pressure goes both ways: while the client has output waiting, the upstream is
+//! not read (`Exchange::paused`), and reading resumes once the client's socket drains.
+//! Timeouts come from the loop's sweep (`proxy_sweep`).
 
 use super::upstreams::{connect, UpConn, UPSTREAM};
 use super::Worker;
