@@ -1,9 +1,10 @@
 //! What the event engine's in-loop proxy does differently from the blocking one (which the
 //! other engines still use, so every test here also holds for them, minus the event-only
-//! checks, which say so): a slow-reading client holds the upstream back (the loop stops reading it while
-//! the client's output waits) while the same loop keeps answering other clients, and an
-//! upstream closing a pooled connection is noticed by its event and the connection dropped
-//! at once, not at its next use.
+//! checks, which say so): a slow-reading client holds the upstream back (the loop stops
+//! reading it while the client's output waits) while the same loop keeps answering other
+//! clients; an upstream closing a pooled connection is noticed by its event and the
+//! connection dropped at once, not at its next use; pipelined requests are proxied one
+//! after the other.
 
 mod common;
 
@@ -177,4 +178,34 @@ fn an_upstream_closing_an_idle_connection_is_noticed_at_once() {
     c.send(b"GET /b HTTP/1.1\r\nHost: t\r\n\r\n");
     assert_eq!(c.response().text(), "ok");
     assert_eq!(conns.load(Ordering::SeqCst), 2);
+}
+
+#[test]
+fn pipelined_requests_are_proxied_in_order_on_one_upstream_connection() {
+    // Each answer's body is the request's path (HEAD gets the length only).
+    let up = Upstream::start(|r| {
+        let path = r.head.split(' ').nth(1).unwrap_or("?").to_string();
+        let body = if r.head.starts_with("HEAD ") {
+            ""
+        } else {
+            &path
+        };
+        format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+            path.len()
+        )
+        .into_bytes()
+    });
+    let p = proxy(up.addr);
+    let mut c = p.conn();
+    c.send(b"GET /first HTTP/1.1\r\nHost: t\r\n\r\nHEAD /second HTTP/1.1\r\nHost: t\r\n\r\nGET /third HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(c.response().text(), "/first");
+    let head = c.head_response();
+    assert_eq!((head.status, head.content_length()), (200, Some(7)));
+    assert_eq!(c.response().text(), "/third");
+    assert_eq!(up.conns.load(Ordering::SeqCst), 1);
+    let paths: Vec<String> = up.requests().iter().map(|r| r.head.clone()).collect();
+    assert!(paths[0].starts_with("GET /first "), "{paths:?}");
+    assert!(paths[1].starts_with("HEAD /second "), "{paths:?}");
+    assert!(paths[2].starts_with("GET /third "), "{paths:?}");
 }
