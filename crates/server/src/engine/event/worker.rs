@@ -136,6 +136,17 @@ impl Worker {
             self.w.date.update(unix_now());
             let svc = self.shared.service.load_full();
             self.w.sync_log(&svc);
+            // Upstream answers first: exchanges that end return their connections to the
+            // pool before this batch's new requests look for one (fewer connects).
+            for ev in events.iter() {
+                match ev.data.u64() {
+                    LISTENER | WAKER => {}
+                    t if t & UPSTREAM != 0 => {
+                        self.upstream_ready((t & !UPSTREAM) as usize, ev.flags, &svc)
+                    }
+                    _ => {}
+                }
+            }
             for ev in events.iter() {
                 match ev.data.u64() {
                     LISTENER => self.accept(&svc),
@@ -144,9 +155,7 @@ impl Worker {
                         let _ = rustix::io::read(self.waker.as_fd(), &mut b);
                         self.adopt();
                     }
-                    t if t & UPSTREAM != 0 => {
-                        self.upstream_ready((t & !UPSTREAM) as usize, ev.flags, &svc)
-                    }
+                    t if t & UPSTREAM != 0 => {}
                     t => self.ready(t as usize, ev.flags, &svc),
                 }
             }
