@@ -440,6 +440,12 @@ impl Session {
         self.dynamic.take().map(|d| *d)
     }
 
+    /// Put back a dynamic request taken to look at (an engine that runs some dynamic
+    /// requests itself leaves the others to `dynamic::exchange`).
+    pub fn restore_dynamic(&mut self, req: DynamicRequest) {
+        self.dynamic = Some(Box::new(req));
+    }
+
     /// Refuse the reported dynamic request with `status` (e.g. 503 when no thread can take
     /// it) and close.
     pub fn refuse_dynamic(&mut self, status: u16, w: &mut WorkerCtx, out: &mut Batch) {

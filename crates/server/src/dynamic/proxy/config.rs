@@ -69,7 +69,9 @@ pub struct UpstreamConfig {
     pub read_timeout_ms: u64,
     /// Longest whole exchange with the upstream; 0 = no limit.
     pub total_timeout_ms: u64,
-    /// Idle keep-alive connections kept per server (per process); 0 = none.
+    /// Idle keep-alive connections kept per server (per process; per event loop for the
+    /// requests the event engine proxies in its loops, as nginx keeps them per worker);
+    /// 0 = none.
     pub keepalive: usize,
     /// An idle connection older than this is closed rather than reused.
     pub keepalive_timeout_ms: u64,

@@ -1,7 +1,9 @@
 //! The load-balancing reverse proxy: a dynamic handler (`dynamic::dispatch`) that forwards
 //! a request whose host and path prefix match a `[[proxy.route]]` to a server of its
 //! `[[proxy.upstream]]` pool over HTTP/1.1 with kept-alive connections, and streams the
-//! answer back.
+//! answer back. On the event engine a request without a body does not come here: the
+//! event loop runs it non-blocking with `evented::Exchange` (same rewriting, framing and
+//! retry rules), so it never leaves the loop for a blocking thread.
 //!
 //! Both bodies stream through one 64 KiB buffer with blocking writes, so back-pressure is
 //! the socket's: the proxy reads from one side only as fast as the other side takes it, and
@@ -19,10 +21,13 @@
 
 mod balance;
 pub mod config;
+mod evented;
 mod forward;
 mod health;
 mod pool;
 mod relay;
+
+pub use evented::{Exchange, Fed, Retry};
 
 use super::io::BodyFail;
 use super::io::{BodyIn, Out};

@@ -23,8 +23,11 @@ use slab::Slab;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use upstreams::{Exchanges, Upstreams, UPSTREAM};
 
 mod handoff;
+mod proxied;
+mod upstreams;
 
 const LISTENER: u64 = u64::MAX;
 const WAKER: u64 = u64::MAX - 1;
@@ -62,6 +65,9 @@ pub(super) struct Worker {
     w: WorkerCtx,
     accepting: bool,
     dynamic: Arc<Pool<Dynamic>>,
+    ups: Upstreams,
+    /// Proxied requests this loop runs, by client connection (`proxied.rs`).
+    exchanges: Exchanges,
 }
 
 impl Worker {
@@ -107,6 +113,8 @@ impl Worker {
             mailbox,
             registry,
             dynamic,
+            ups: Upstreams::default(),
+            exchanges: Exchanges::default(),
         })
     }
 
@@ -116,7 +124,9 @@ impl Worker {
         let mut last_flush = 0;
         tracing::debug!(worker = self.id, "event loop started");
         loop {
-            if let Err(e) = epoll::wait(&self.epoll, &mut events, TICK_MS) {
+            // No wait while a proxied answer has more to relay (`proxied.rs`).
+            let tick = if self.ups.more.is_empty() { TICK_MS } else { 0 };
+            if let Err(e) = epoll::wait(&self.epoll, &mut events, tick) {
                 if e != Errno::INTR {
                     tracing::error!(worker = self.id, "epoll_wait: {e}");
                     break;
@@ -126,6 +136,17 @@ impl Worker {
             self.w.date.update(unix_now());
             let svc = self.shared.service.load_full();
             self.w.sync_log(&svc);
+            // Upstream answers first: exchanges that end return their connections to the
+            // pool before this batch's new requests look for one (fewer connects).
+            for ev in events.iter() {
+                match ev.data.u64() {
+                    LISTENER | WAKER => {}
+                    t if t & UPSTREAM != 0 => {
+                        self.upstream_ready((t & !UPSTREAM) as usize, ev.flags, &svc)
+                    }
+                    _ => {}
+                }
+            }
             for ev in events.iter() {
                 match ev.data.u64() {
                     LISTENER => self.accept(&svc),
@@ -134,9 +155,11 @@ impl Worker {
                         let _ = rustix::io::read(self.waker.as_fd(), &mut b);
                         self.adopt();
                     }
+                    t if t & UPSTREAM != 0 => {}
                     t => self.ready(t as usize, ev.flags, &svc),
                 }
             }
+            self.resume_proxied(&svc);
             self.w.publish(&self.shared);
             self.mailbox.open.store(self.conns.len(), Ordering::Relaxed);
             if self.w.now_ms >= last_sweep + TICK_MS as u64 {
@@ -164,75 +187,6 @@ impl Worker {
         }
         self.registry.remove(self.id);
         tracing::debug!(worker = self.id, "event loop stopped");
-    }
-
-    /// Retiring: stop accepting and give every connection to a surviving loop. False (and
-    /// the loop goes on) if no loop could take them.
-    fn hand_off(&mut self) -> bool {
-        let moved = self.conns.len();
-        let Some(heir) = self.registry.heir(self.id) else {
-            return false;
-        };
-        if self.accepting {
-            self.accepting = false;
-            let _ = epoll::delete(&self.epoll, self.listener.as_fd());
-        }
-        let conns: Vec<Connection> = self.conns.drain().collect();
-        for c in &conns {
-            let _ = epoll::delete(&self.epoll, c.fd.as_fd());
-        }
-        heir.conns
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .extend(conns);
-        let _ = rustix::io::write(heir.waker.as_fd(), &1u64.to_ne_bytes());
-        tracing::debug!(worker = self.id, moved, "event loop retired");
-        true
-    }
-
-    /// Take over connections handed to this loop; edge-triggered registration reports their
-    /// current readiness, so nothing already pending is missed.
-    fn adopt(&mut self) {
-        let incoming =
-            std::mem::take(&mut *self.mailbox.conns.lock().unwrap_or_else(|p| p.into_inner()));
-        for c in incoming {
-            let entry = self.conns.vacant_entry();
-            let token = entry.key() as u64;
-            let flags = EventFlags::IN | EventFlags::OUT | EventFlags::RDHUP | EventFlags::ET;
-            if epoll::add(&self.epoll, c.fd.as_fd(), EventData::new_u64(token), flags).is_ok() {
-                let close = c.session.close_after_write && c.pending.is_empty() && !c.lingering;
-                entry.insert(c);
-                if close {
-                    // Back from a dynamic exchange that ended the connection.
-                    self.begin_close(token as usize);
-                }
-            }
-        }
-    }
-
-    /// Stop accepting, close idle connections; true once nothing is left or time is up.
-    fn drain(&mut self) -> bool {
-        if self.accepting {
-            self.accepting = false;
-            self.w.draining = true;
-            let _ = epoll::delete(&self.epoll, self.listener.as_fd());
-        }
-        let idle: Vec<usize> = self
-            .conns
-            .iter()
-            .filter(|(_, c)| {
-                !c.lingering
-                    && c.pending.is_empty()
-                    && c.session.inbuf.is_empty()
-                    && c.session.http.phase() == Phase::Idle
-            })
-            .map(|(k, _)| k)
-            .collect();
-        for k in idle {
-            self.close(k);
-        }
-        (self.conns.is_empty() && self.mailbox.away.load(Ordering::SeqCst) == 0)
-            || self.w.now_ms >= self.shared.drain_deadline_ms.load(Ordering::SeqCst)
     }
 
     fn accept(&mut self, svc: &Service) {
@@ -286,6 +240,9 @@ impl Worker {
     fn ready(&mut self, k: usize, flags: EventFlags, svc: &Service) {
         if !self.conns.contains(k) {
             return;
+        }
+        if self.exchanges.running(k) {
+            return self.proxied_client_ready(k, flags, svc);
         }
         if flags.contains(EventFlags::ERR) {
             self.close(k);
@@ -424,7 +381,9 @@ impl Worker {
                 Stop::NeedInput => return true,
                 Stop::OutputFull => stop = self.process_kept(k, svc),
                 Stop::Dynamic => {
-                    self.hand_to_dynamic(k);
+                    if !self.start_proxy(k, drained, svc) {
+                        self.hand_to_dynamic(k);
+                    }
                     return false;
                 }
             }
@@ -496,16 +455,22 @@ impl Worker {
         if let Some(c) = self.conns.try_remove(k) {
             let _ = epoll::delete(&self.epoll, c.fd.as_fd());
             tracing::trace!(worker = self.id, fd = c.fd.as_raw_fd(), "close");
+            if let Some(ex) = self.exchanges.take(k) {
+                self.proxy_abandoned(ex);
+            }
         }
     }
 
     /// Apply deadlines: header/body/keep-alive read timeouts, send timeouts, lingering.
-    fn sweep(&mut self, _svc: &Service) {
+    fn sweep(&mut self, svc: &Service) {
+        self.proxy_sweep(svc);
         let now = self.w.now_ms;
         let mut expired = Vec::new();
         for (k, c) in self.conns.iter() {
             let deadline = if c.lingering || !c.pending.is_empty() {
                 c.deadline_ms
+            } else if self.exchanges.running(k) {
+                u64::MAX // the exchange has its own deadlines
             } else {
                 c.session.http.read_deadline()
             };

@@ -1,11 +1,13 @@
-//! The event loop's side of the dynamic hand-off: a connection whose request needs a
-//! blocking exchange (CGI, the work endpoint) leaves its loop, whole, for the dynamic pool,
-//! and comes back through the loop's mailbox like a connection handed over by a retiring
-//! loop. Kept apart from worker.rs so the loop itself stays readable.
+//! Connections leaving a loop and coming back, kept apart from worker.rs so the loop itself
+//! stays readable: the dynamic hand-off (a connection whose request needs a blocking
+//! exchange — CGI, the work endpoint, a proxied request with a body — leaves its loop,
+//! whole, for the dynamic pool, and comes back through the loop's mailbox), a retiring
+//! loop handing its connections to a survivor, adopting them, and draining.
 
 use super::{Connection, Mailbox, Registry, Worker};
 use crate::control::Shared;
 use crate::session::WorkerCtx;
+use gearshift_http::Phase;
 use rustix::event::epoll::{self, EventData, EventFlags};
 use rustix::fd::AsFd;
 use std::sync::atomic::Ordering;
@@ -89,5 +91,78 @@ impl Worker {
                 entry.insert(c);
             }
         }
+    }
+
+    /// Retiring: stop accepting and give every connection to a surviving loop. False (and
+    /// the loop goes on) if no loop could take them.
+    pub(super) fn hand_off(&mut self) -> bool {
+        if self.ups.busy() {
+            return false; // proxied exchanges hold this loop's upstream connections
+        }
+        let moved = self.conns.len();
+        let Some(heir) = self.registry.heir(self.id) else {
+            return false;
+        };
+        if self.accepting {
+            self.accepting = false;
+            let _ = epoll::delete(&self.epoll, self.listener.as_fd());
+        }
+        let conns: Vec<Connection> = self.conns.drain().collect();
+        for c in &conns {
+            let _ = epoll::delete(&self.epoll, c.fd.as_fd());
+        }
+        heir.conns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(conns);
+        let _ = rustix::io::write(heir.waker.as_fd(), &1u64.to_ne_bytes());
+        tracing::debug!(worker = self.id, moved, "event loop retired");
+        true
+    }
+
+    /// Take over connections handed to this loop; edge-triggered registration reports their
+    /// current readiness, so nothing already pending is missed.
+    pub(super) fn adopt(&mut self) {
+        let incoming =
+            std::mem::take(&mut *self.mailbox.conns.lock().unwrap_or_else(|p| p.into_inner()));
+        for c in incoming {
+            let entry = self.conns.vacant_entry();
+            let token = entry.key() as u64;
+            let flags = EventFlags::IN | EventFlags::OUT | EventFlags::RDHUP | EventFlags::ET;
+            if epoll::add(&self.epoll, c.fd.as_fd(), EventData::new_u64(token), flags).is_ok() {
+                let close = c.session.close_after_write && c.pending.is_empty() && !c.lingering;
+                entry.insert(c);
+                if close {
+                    // Back from a dynamic exchange that ended the connection.
+                    self.begin_close(token as usize);
+                }
+            }
+        }
+    }
+
+    /// Stop accepting, close idle connections; true once nothing is left or time is up.
+    pub(super) fn drain(&mut self) -> bool {
+        if self.accepting {
+            self.accepting = false;
+            self.w.draining = true;
+            let _ = epoll::delete(&self.epoll, self.listener.as_fd());
+        }
+        let idle: Vec<usize> = self
+            .conns
+            .iter()
+            .filter(|&(k, c)| {
+                !c.lingering
+                    && !self.exchanges.running(k)
+                    && c.pending.is_empty()
+                    && c.session.inbuf.is_empty()
+                    && c.session.http.phase() == Phase::Idle
+            })
+            .map(|(k, _)| k)
+            .collect();
+        for k in idle {
+            self.close(k);
+        }
+        (self.conns.is_empty() && self.mailbox.away.load(Ordering::SeqCst) == 0)
+            || self.w.now_ms >= self.shared.drain_deadline_ms.load(Ordering::SeqCst)
     }
 }

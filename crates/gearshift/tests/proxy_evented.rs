@@ -1,0 +1,211 @@
+//! What the event engine's in-loop proxy does differently from the blocking one (which the
+//! other engines still use, so every test here also holds for them, minus the event-only
+//! checks, which say so): a slow-reading client holds the upstream back (the loop stops
+//! reading it while the client's output waits) while the same loop keeps answering other
+//! clients; an upstream closing a pooled connection is noticed by its event and the
+//! connection dropped at once, not at its next use; pipelined requests are proxied one
+//! after the other.
+
+mod common;
+
+use common::*;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A proxy (one loop) routing everything to `upstream`.
+fn proxy(upstream: std::net::SocketAddr) -> Server {
+    let (dir, cfg) = config_file(&format!(
+        "listen = \"127.0.0.1:0\"\nworkers = 1\n[[proxy.upstream]]\nname = \"app\"\nservers = [\"{upstream}\"]\n[[proxy.route]]\nprefix = \"/\"\nupstream = \"app\"\n"
+    ));
+    let root = TempDir::new("proxy-root");
+    let args: Vec<String> = vec!["serve".into(), root.str(), "--config".into(), cfg];
+    let mut s = launch(&args, &[], None).unwrap_or_else(|e| panic!("proxy did not start: {e:?}"));
+    s.keep = vec![dir, root];
+    s
+}
+
+fn event_engine() -> bool {
+    std::env::var("GEARSHIFT_TEST_ENGINE").map_or(true, |e| e == "event")
+}
+
+/// Read one request head from `s` (None at EOF).
+fn read_head(s: &mut TcpStream) -> Option<String> {
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match s.read(&mut b) {
+            Ok(1) => head.push(b[0]),
+            _ => return None,
+        }
+    }
+    Some(String::from_utf8_lossy(&head).into_owned())
+}
+
+/// Serve every connection of `l` on its own thread with `serve`.
+fn upstream(l: TcpListener, serve: impl Fn(TcpStream) + Send + Sync + 'static) {
+    let serve = Arc::new(serve);
+    std::thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            let serve = serve.clone();
+            std::thread::spawn(move || serve(s));
+        }
+    });
+}
+
+#[test]
+fn a_slow_reader_holds_the_upstream_back_while_others_are_answered() {
+    const LEN: u64 = 128 << 20;
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let sent = Arc::new(AtomicU64::new(0));
+    let counter = sent.clone();
+    // /big: a 128 MiB body written as fast as the proxy takes it (counted); else "small".
+    upstream(l, move |mut s| {
+        while let Some(head) = read_head(&mut s) {
+            if !head.starts_with("GET /big ") {
+                let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nsmall");
+                continue;
+            }
+            let h = format!("HTTP/1.1 200 OK\r\nContent-Length: {LEN}\r\n\r\n");
+            if s.write_all(h.as_bytes()).is_err() {
+                return;
+            }
+            let piece = vec![b'x'; 64 * 1024];
+            let mut left = LEN;
+            while left > 0 {
+                let n = left.min(piece.len() as u64) as usize;
+                if s.write_all(&piece[..n]).is_err() {
+                    return;
+                }
+                counter.fetch_add(n as u64, Ordering::SeqCst);
+                left -= n as u64;
+            }
+        }
+    });
+    let p = proxy(addr);
+    let mut slow = TcpStream::connect(p.addr).unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    slow.write_all(b"GET /big HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut got = slow.read(&mut buf).unwrap();
+    assert!(got > 0 && buf.starts_with(b"HTTP/1.1 200 OK\r\n"));
+    // The client stops reading: the proxy must stop reading the upstream. What is in
+    // flight is bounded by the socket buffers on the way (a few MiB each on loopback).
+    std::thread::sleep(Duration::from_millis(1500));
+    let stalled = sent.load(Ordering::SeqCst);
+    assert!(
+        stalled < LEN / 2,
+        "{stalled} of {LEN} bytes left the upstream for a client that reads nothing"
+    );
+    // The same loop answers another client meanwhile (a blocking engine's single worker
+    // thread is busy with the slow client instead).
+    if event_engine() {
+        assert_eq!(p.get("/other").text(), "small");
+    }
+    // Now the client reads it all, intact, and the connection stays in sync.
+    let head_end = buf[..got]
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("head in the first read")
+        + 4;
+    assert!(buf[head_end..got].iter().all(|&b| b == b'x'));
+    let mut body = (got - head_end) as u64;
+    while body < LEN {
+        got = slow.read(&mut buf).unwrap();
+        assert!(got > 0, "closed after {body} of {LEN} body bytes");
+        assert!(buf[..got].iter().all(|&b| b == b'x'), "corrupt body");
+        body += got as u64;
+    }
+    assert_eq!(body, LEN);
+    let peak = peak_kib(p.pid());
+    assert!(peak < 48 * 1024, "proxy peak RSS {peak} KiB");
+    slow.write_all(b"GET /next HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    let mut tail = Vec::new();
+    while !tail.ends_with(b"small") {
+        let n = slow.read(&mut buf).unwrap();
+        assert!(n > 0, "closed before the next answer");
+        tail.extend_from_slice(&buf[..n]);
+    }
+    assert!(tail.starts_with(b"HTTP/1.1 200 OK\r\n"), "{}", show(&tail));
+}
+
+#[test]
+fn an_upstream_closing_an_idle_connection_is_noticed_at_once() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let conns = Arc::new(AtomicUsize::new(0));
+    let closed = Arc::new(AtomicUsize::new(0));
+    let (opened, gone) = (conns.clone(), closed.clone());
+    // Answers one request per connection with keep-alive framing, then closes it while
+    // idle (as an upstream with a short keepalive_timeout does).
+    upstream(l, move |mut s| {
+        opened.fetch_add(1, Ordering::SeqCst);
+        if read_head(&mut s).is_some() {
+            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        drop(s);
+        gone.fetch_add(1, Ordering::SeqCst);
+    });
+    let p = proxy(addr);
+    let idle_sockets = sockets(p.pid());
+    let mut c = p.conn();
+    c.send(b"GET /a HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(c.response().text(), "ok");
+    let closed_now = poll(Duration::from_secs(10), || {
+        (closed.load(Ordering::SeqCst) == 1).then_some(())
+    });
+    assert!(closed_now.is_some(), "the upstream did not close");
+    if event_engine() {
+        // The pooled connection is dropped on its hang-up event: only the client's
+        // socket is left (the blocking proxy finds out only when it would reuse it).
+        let dropped = poll(Duration::from_secs(5), || {
+            (sockets(p.pid()) <= idle_sockets + 1).then_some(())
+        });
+        assert!(
+            dropped.is_some(),
+            "{} sockets, {idle_sockets} idle + the client's",
+            sockets(p.pid())
+        );
+    }
+    // The next request goes on a new connection, with no error.
+    c.send(b"GET /b HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(c.response().text(), "ok");
+    assert_eq!(conns.load(Ordering::SeqCst), 2);
+}
+
+#[test]
+fn pipelined_requests_are_proxied_in_order_on_one_upstream_connection() {
+    // Each answer's body is the request's path (HEAD gets the length only).
+    let up = Upstream::start(|r| {
+        let path = r.head.split(' ').nth(1).unwrap_or("?").to_string();
+        let body = if r.head.starts_with("HEAD ") {
+            ""
+        } else {
+            &path
+        };
+        format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+            path.len()
+        )
+        .into_bytes()
+    });
+    let p = proxy(up.addr);
+    let mut c = p.conn();
+    c.send(b"GET /first HTTP/1.1\r\nHost: t\r\n\r\nHEAD /second HTTP/1.1\r\nHost: t\r\n\r\nGET /third HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(c.response().text(), "/first");
+    let head = c.head_response();
+    assert_eq!((head.status, head.content_length()), (200, Some(7)));
+    assert_eq!(c.response().text(), "/third");
+    assert_eq!(up.conns.load(Ordering::SeqCst), 1);
+    let paths: Vec<String> = up.requests().iter().map(|r| r.head.clone()).collect();
+    assert!(paths[0].starts_with("GET /first "), "{paths:?}");
+    assert!(paths[1].starts_with("HEAD /second "), "{paths:?}");
+    assert!(paths[2].starts_with("GET /third "), "{paths:?}");
+}

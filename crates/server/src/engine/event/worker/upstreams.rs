@@ -1,0 +1,149 @@
+//! The event loop's own upstream connections and proxied exchanges, for `proxied.rs`: the
+//! connections (registered once in the loop's epoll set under `UPSTREAM | key`, in use by
+//! an exchange or idle in a per-loop pool, nginx's per-worker `keepalive`), non-blocking
+//! connect, and the exchanges by client connection (kept out of `Connection`, which every
+//! idle connection carries). Apart from proxied.rs so each file reads on its own.
+
+use crate::dynamic::proxy::Exchange;
+use rustix::fd::OwnedFd;
+use rustix::io::Errno;
+use rustix::net::{AddressFamily, SocketFlags, SocketType};
+use slab::Slab;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+
+/// Token bit of upstream connections in the loop's epoll set.
+pub(in crate::engine::event) const UPSTREAM: u64 = 1 << 62;
+
+/// The loop's upstream connections: in use by an exchange, or idle in the pool.
+#[derive(Default)]
+pub(in crate::engine::event) struct Upstreams {
+    pub(super) conns: Slab<UpConn>,
+    /// Idle connections per server, most recently used last.
+    idle: HashMap<SocketAddr, Vec<usize>>,
+    /// Client connections whose exchange ended, to resume once the current events are
+    /// handled (iteratively: resuming may start and end further exchanges).
+    pub(super) resume: Vec<usize>,
+    /// Client connections whose upstream still had data when their relay used up its turn
+    /// (`RELAY_READS`): relayed further after the loop's next (non-waiting) epoll_wait.
+    pub(super) more: Vec<usize>,
+}
+
+pub(super) struct UpConn {
+    pub(super) fd: OwnedFd,
+    pub(super) addr: SocketAddr,
+    /// The client connection whose exchange uses it; None while idle.
+    pub(super) client: Option<usize>,
+    pub(super) connecting: bool,
+    /// The upstream closed its side (an event said so): read to the end, not just to a
+    /// short read, since no further edge will come for the EOF.
+    pub(super) hup: bool,
+    /// While idle: dropped after this (monotonic ms).
+    pub(super) idle_until: u64,
+}
+
+impl Upstreams {
+    /// A kept connection to `addr`, most recently used first (the rest age out).
+    pub(super) fn take(&mut self, addr: SocketAddr, now_ms: u64) -> Option<usize> {
+        let list = self.idle.get_mut(&addr)?;
+        while let Some(key) = list.pop() {
+            if self.conns[key].idle_until > now_ms {
+                return Some(key);
+            }
+            self.conns.remove(key); // closing also leaves the epoll set
+        }
+        None
+    }
+
+    /// Keep `key` for reuse, up to `max` per server for `timeout_ms`.
+    pub(super) fn put(&mut self, key: usize, (max, timeout_ms): (usize, u64), now_ms: u64) {
+        if max == 0 {
+            self.conns.remove(key);
+            return;
+        }
+        let u = &mut self.conns[key];
+        u.client = None;
+        u.idle_until = now_ms + timeout_ms;
+        let list = self.idle.entry(u.addr).or_default();
+        if list.len() >= max {
+            let oldest = list.remove(0);
+            self.conns.remove(oldest);
+        }
+        list.push(key);
+    }
+
+    pub(super) fn drop_conn(&mut self, key: usize) {
+        if let Some(u) = self.conns.try_remove(key) {
+            if u.client.is_none() {
+                if let Some(list) = self.idle.get_mut(&u.addr) {
+                    list.retain(|&k| k != key);
+                }
+            }
+        }
+    }
+
+    /// Close idle connections past their keep-alive time.
+    pub(super) fn expire(&mut self, now_ms: u64) {
+        let conns = &mut self.conns;
+        for list in self.idle.values_mut() {
+            list.retain(|&k| {
+                let live = conns[k].idle_until > now_ms;
+                if !live {
+                    conns.remove(k);
+                }
+                live
+            });
+        }
+    }
+
+    /// Exchanges in flight hold connections of this loop (they cannot move to another).
+    pub(super) fn busy(&self) -> bool {
+        self.conns.len() > self.idle.values().map(Vec::len).sum::<usize>()
+    }
+}
+
+/// The exchanges a loop runs, by client connection key (kept out of `Connection`, which
+/// every idle connection carries).
+#[derive(Default)]
+pub(in crate::engine::event) struct Exchanges(pub(super) Vec<Option<Box<Exchange>>>);
+
+impl Exchanges {
+    pub(super) fn running(&self, k: usize) -> bool {
+        self.0.get(k).is_some_and(Option::is_some)
+    }
+
+    pub(super) fn get(&self, k: usize) -> Option<&Exchange> {
+        self.0.get(k)?.as_deref()
+    }
+
+    pub(super) fn get_mut(&mut self, k: usize) -> Option<&mut Exchange> {
+        self.0.get_mut(k)?.as_deref_mut()
+    }
+
+    pub(super) fn set(&mut self, k: usize, ex: Box<Exchange>) {
+        if self.0.len() <= k {
+            self.0.resize_with(k + 1, || None);
+        }
+        self.0[k] = Some(ex);
+    }
+
+    pub(super) fn take(&mut self, k: usize) -> Option<Box<Exchange>> {
+        self.0.get_mut(k)?.take()
+    }
+}
+
+/// A non-blocking connection to `addr`: the socket and whether it is already connected.
+pub(super) fn connect(addr: SocketAddr) -> rustix::io::Result<(OwnedFd, bool)> {
+    let family = match addr {
+        SocketAddr::V4(_) => AddressFamily::INET,
+        SocketAddr::V6(_) => AddressFamily::INET6,
+    };
+    let flags = SocketFlags::NONBLOCK | SocketFlags::CLOEXEC;
+    let fd = rustix::net::socket_with(family, SocketType::STREAM, flags, None)?;
+    let _ = rustix::net::sockopt::set_tcp_nodelay(&fd, true);
+    match rustix::net::connect(&fd, &addr) {
+        Ok(()) => Ok((fd, true)),
+        Err(Errno::INPROGRESS) | Err(Errno::INTR) => Ok((fd, false)),
+        Err(e) => Err(e),
+    }
+}
