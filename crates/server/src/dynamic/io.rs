@@ -7,11 +7,11 @@
 //! the drain deadline, so a stalled client cannot pin the thread; back-pressure comes from
 //! waiting for the socket, and nothing holds more than one piece of a body in memory.
 
+use super::framing::Framer;
 use crate::control::Shared;
 use crate::output::{Batch, Flushed};
 use crate::respond::{self, Ctx, Outcome};
 use gearshift_http::date::DATE_LEN;
-use gearshift_http::response::{header, header_u64};
 use gearshift_http::{Conn, Event, Framing, Version};
 use rustix::event::{poll, PollFd, PollFlags};
 use rustix::fd::BorrowedFd;
@@ -217,35 +217,15 @@ impl<'a> BodyIn<'a> {
     }
 }
 
-/// How the response body is delimited on the wire.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Delimit {
-    /// No head sent yet.
-    NotStarted,
-    /// HEAD, 204, 304: body bytes are dropped.
-    NoBody,
-    /// Content-Length: bytes still owed.
-    Length(u64),
-    Chunked,
-    /// HTTP/1.0 without a length: the body ends when the connection closes.
-    Close,
-    Finished,
-}
-
-/// The response, streamed to the client.
+/// The response, streamed to the client: `framing::Framer`'s framing, written with
+/// blocking semantics.
 pub struct Out<'a> {
     fd: BorrowedFd<'a>,
     shared: &'a Shared,
     date: [u8; DATE_LEN],
-    version: Version,
-    head_only: bool,
-    /// The connection may stay open afterwards; handlers clear it to close.
-    pub keep_alive: bool,
     send_ms: u64,
     batch: Batch,
-    delimit: Delimit,
-    status: u16,
-    body_bytes: u64,
+    frame: Framer,
     /// A write failed or the body broke its framing: the connection must close.
     pub broken: bool,
 }
@@ -264,14 +244,9 @@ impl<'a> Out<'a> {
             fd,
             shared,
             date,
-            version,
-            head_only,
-            keep_alive,
             send_ms,
             batch: Batch::default(),
-            delimit: Delimit::NotStarted,
-            status: 0,
-            body_bytes: 0,
+            frame: Framer::new(version, head_only, keep_alive),
             broken: false,
         }
     }
@@ -286,88 +261,37 @@ impl<'a> Out<'a> {
         self.shared
     }
 
+    /// The connection may stay open afterwards.
+    pub fn keep_alive(&self) -> bool {
+        self.frame.keep_alive
+    }
+
+    /// Close the connection after this response.
+    pub fn close_after(&mut self) {
+        self.frame.keep_alive = false;
+    }
+
     /// The response head has been queued (errors can no longer be answered with a status).
     pub fn started(&self) -> bool {
-        self.delimit != Delimit::NotStarted
+        self.frame.started()
     }
 
     pub fn outcome(&self) -> Outcome {
-        Outcome {
-            status: self.status,
-            body_bytes: self.body_bytes,
-        }
+        self.frame.outcome()
     }
 
     /// Queue the head: status, `headers` (already checked: no framing or hop-by-hop fields)
     /// and the framing, Content-Length when `length` is known.
     pub fn head(&mut self, status: u16, headers: &[(&[u8], &[u8])], length: Option<u64>) {
-        let no_body = self.head_only || status == 204 || status == 304 || status < 200;
-        self.delimit = match (no_body, length, self.version) {
-            (true, _, _) => Delimit::NoBody,
-            (false, Some(n), _) => Delimit::Length(n),
-            (false, None, Version::Http11) => Delimit::Chunked,
-            (false, None, Version::Http10) => {
-                self.keep_alive = false;
-                Delimit::Close
-            }
-        };
-        self.status = status;
-        let ctx = Ctx {
-            now_ms: 0,
-            date: &self.date,
-            keep_alive: self.keep_alive,
-            version: self.version,
-            head_only: self.head_only,
-        };
-        respond::prefix(&mut self.batch, &ctx, status);
-        let start = self.batch.scratch.len();
-        let b = &mut self.batch.scratch;
-        for (name, value) in headers {
-            b.extend_from_slice(name);
-            b.extend_from_slice(b": ");
-            b.extend_from_slice(value);
-            b.extend_from_slice(b"\r\n");
-        }
-        match (self.delimit, length) {
-            (Delimit::Chunked, _) => header(b, "Transfer-Encoding", b"chunked"),
-            (_, Some(n)) if status != 204 && status != 304 => header_u64(b, "Content-Length", n),
-            _ => {}
-        }
-        b.extend_from_slice(b"\r\n");
-        self.batch.extend_scratch_from(start);
+        self.frame
+            .head(status, headers, length, &self.date, &mut self.batch);
     }
 
     /// Queue body bytes (written once enough is gathered). Bytes beyond a promised
     /// Content-Length are dropped and the connection is closed afterwards. False once the
     /// client is gone.
     pub fn body(&mut self, data: &[u8]) -> bool {
-        let data = match self.delimit {
-            Delimit::NoBody | Delimit::Finished | Delimit::NotStarted => return !self.broken,
-            Delimit::Length(left) => {
-                let n = (data.len() as u64).min(left) as usize;
-                if n < data.len() {
-                    self.keep_alive = false;
-                }
-                self.delimit = Delimit::Length(left - n as u64);
-                &data[..n]
-            }
-            Delimit::Chunked | Delimit::Close => data,
-        };
-        if data.is_empty() {
-            return !self.broken;
-        }
-        let start = self.batch.scratch.len();
-        if self.delimit == Delimit::Chunked {
-            self.batch
-                .scratch
-                .extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
-        }
-        self.batch.scratch.extend_from_slice(data);
-        if self.delimit == Delimit::Chunked {
-            self.batch.scratch.extend_from_slice(b"\r\n");
-        }
-        self.batch.extend_scratch_from(start);
-        self.body_bytes += data.len() as u64;
+        self.frame.body(data, &mut self.batch);
         if self.batch.remaining() >= FLUSH_AT {
             return self.flush();
         }
@@ -377,14 +301,8 @@ impl<'a> Out<'a> {
     /// End the body (the last chunk, or a check that the promised length was sent) and
     /// write everything. False if the connection must close.
     pub fn finish(&mut self) -> bool {
-        match self.delimit {
-            Delimit::Chunked => self.batch.push_bytes(b"0\r\n\r\n"),
-            Delimit::Length(left) if left > 0 => self.broken = true,
-            Delimit::Close => self.keep_alive = false,
-            _ => {}
-        }
-        if self.delimit != Delimit::NotStarted {
-            self.delimit = Delimit::Finished;
+        if !self.frame.finish(&mut self.batch) {
+            self.broken = true;
         }
         self.flush()
     }
@@ -393,7 +311,7 @@ impl<'a> Out<'a> {
     /// connection is just marked for closing). `close` also ends the connection.
     pub fn error(&mut self, status: u16, extra: &[(&str, &[u8])], close: bool) -> Outcome {
         if close {
-            self.keep_alive = false;
+            self.close_after();
         }
         if self.started() {
             self.broken = true;
@@ -405,17 +323,9 @@ impl<'a> Out<'a> {
     /// A complete answer built by an in-place handler (static files after a local
     /// redirect, error pages), then written.
     pub fn answer(&mut self, f: impl FnOnce(&mut Batch, &Ctx) -> Outcome) -> Outcome {
-        let ctx = Ctx {
-            now_ms: self.shared.now_ms(),
-            date: &self.date,
-            keep_alive: self.keep_alive,
-            version: self.version,
-            head_only: self.head_only,
-        };
+        let ctx = self.frame.ctx(&self.date, self.shared.now_ms());
         let o = f(&mut self.batch, &ctx);
-        self.status = o.status;
-        self.body_bytes = o.body_bytes;
-        self.delimit = Delimit::Finished;
+        self.frame.answered(o);
         self.flush();
         o
     }

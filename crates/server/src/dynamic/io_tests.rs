@@ -83,7 +83,7 @@ fn respond(version: Version, head_only: bool, length: Option<u64>) -> (String, b
     out.head(200, &[(b"Content-Type", b"text/plain")], length);
     assert!(out.body(b"abc") && out.body(b"de"));
     assert!(out.finish());
-    let keep = out.keep_alive;
+    let keep = out.keep_alive();
     drop(out);
     drop(ours);
     let mut text = String::new();
@@ -144,5 +144,5 @@ fn out_closes_when_the_body_breaks_its_length() {
     );
     out.head(200, &[], Some(2));
     out.body(b"toolong");
-    assert!(out.finish() && !out.keep_alive && out.outcome().body_bytes == 2);
+    assert!(out.finish() && !out.keep_alive() && out.outcome().body_bytes == 2);
 }

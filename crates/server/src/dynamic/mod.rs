@@ -13,6 +13,7 @@
 pub mod cgi;
 pub mod config;
 pub mod fastcgi;
+pub mod framing;
 pub mod io;
 pub mod pool;
 pub mod proxy;
@@ -124,7 +125,7 @@ pub fn exchange(
     let outcome = dispatch(&svc, &head, peers, &mut body, &mut out, 0);
     // Keep the connection in sync: the rest of an unread body is read and dropped, unless
     // the client still waits for 100 Continue (then it sends nothing and we close).
-    let mut in_sync = !out.broken && out.keep_alive;
+    let mut in_sync = !out.broken && out.keep_alive();
     if in_sync && !body.is_done() {
         in_sync = !body.awaiting_continue() && body.discard().is_ok();
     }
@@ -211,7 +212,7 @@ pub fn body_failed(fail: BodyFail, out: &mut Out) -> Outcome {
         BodyFail::Status(s) => out.error(s, &[], true),
         BodyFail::Gone => {
             out.broken = true;
-            out.keep_alive = false;
+            out.close_after();
             out.outcome()
         }
     }

@@ -3,10 +3,10 @@
 //! module does no I/O. It holds what one exchange needs between readiness events — the
 //! forwarded head and how much of it went out, which servers were tried, the upstream's
 //! answer being parsed — and turns upstream bytes into client output in a `Batch`, with the
-//! same head rewriting (`forward.rs`), framing rules (mirroring `io::Out`, without its
-//! blocking writes) and retry rules as the blocking proxy (`mod.rs`): a connect failure
-//! moves to another server, a failure before any answer byte retries a reused connection
-//! once fresh (idempotent requests), then moves on if the request is idempotent.
+//! same head rewriting (`forward.rs`), framing (`dynamic::framing`, shared with `io::Out`)
+//! and retry rules as the blocking proxy (`mod.rs`): a connect failure moves to another
+//! server, a failure before any answer byte retries a reused connection once fresh
+//! (idempotent requests), then moves on if the request is idempotent.
 //!
 //! Only requests without a body are run this way; a request with a body still takes the
 //! blocking path through the dynamic pool (streaming an upload from the loop is not done).
@@ -14,12 +14,12 @@
 use super::forward::{self, BodyKind, Parsed};
 use super::{health, Proxy, Upstream};
 use crate::defaults::proxy::MAX_RESPONSE_HEAD;
+use crate::dynamic::framing::Framer;
 use crate::output::Batch;
-use crate::respond::{self, Ctx, Outcome};
+use crate::respond::{self, Outcome};
 use crate::session::DynamicRequest;
 use gearshift_http::date::DATE_LEN;
-use gearshift_http::response::{header, header_u64};
-use gearshift_http::{BodyDecoder, Framing, Method, RequestHead, Version};
+use gearshift_http::{BodyDecoder, Framing, Method, RequestHead};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -58,7 +58,7 @@ pub struct Exchange {
     /// The upstream's answer: head bytes until parsed, then the body's state.
     head_buf: Vec<u8>,
     body: Option<Body>,
-    enc: Encoder,
+    enc: Framer,
 }
 
 struct Body {
@@ -140,14 +140,7 @@ impl Proxy {
             status: 502,
             head_buf: Vec::new(),
             body: None,
-            enc: Encoder {
-                version: head.version,
-                head_only: head.method == Method::Head,
-                keep_alive,
-                delimit: Delimit::NotStarted,
-                status: 0,
-                body_bytes: 0,
-            },
+            enc: Framer::new(head.version, head.method == Method::Head, keep_alive),
         })
     }
 }
@@ -235,14 +228,11 @@ impl Exchange {
 
     /// Nothing has been queued for the client yet (an error status can still be answered).
     pub fn unanswered(&self) -> bool {
-        self.enc.delimit == Delimit::NotStarted
+        !self.enc.started()
     }
 
     pub fn outcome(&self) -> Outcome {
-        Outcome {
-            status: self.enc.status,
-            body_bytes: self.enc.body_bytes,
-        }
+        self.enc.outcome()
     }
 
     /// Whether the client connection may stay open after this answer.
@@ -253,11 +243,8 @@ impl Exchange {
     /// A complete error answer (when no server answered), or `status` given explicitly.
     pub fn error(&mut self, status: Option<u16>, date: &[u8; DATE_LEN], out: &mut Batch) {
         let status = status.unwrap_or(self.status);
-        let ctx = self.enc.ctx(date);
-        let o = respond::error(out, &ctx, status, &[]);
-        self.enc.status = o.status;
-        self.enc.body_bytes = o.body_bytes;
-        self.enc.delimit = Delimit::Finished;
+        let o = respond::error(out, &self.enc.ctx(date, 0), status, &[]);
+        self.enc.answered(o);
     }
 
     /// Upstream bytes: parse the head, then relay the body to `out`.
@@ -289,7 +276,7 @@ impl Exchange {
         partial: &mut Vec<u8>,
     ) -> Fed {
         loop {
-            match forward::parse_response(input, self.enc.head_only) {
+            match forward::parse_response(input, self.enc.head_only()) {
                 Parsed::Partial if input.len() >= MAX_RESPONSE_HEAD => {
                     tracing::warn!(target: "proxy", upstream = %self.up.cfg.name, "response head too large");
                     return Fed::Bad;
@@ -372,112 +359,6 @@ impl Exchange {
                 return Fed::More;
             }
         }
-    }
-}
-
-/// How the client's response is delimited (as in `io::Out`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Delimit {
-    NotStarted,
-    NoBody,
-    Length(u64),
-    Chunked,
-    Close,
-    Finished,
-}
-
-/// The client side of the answer: `io::Out`'s framing rules, writing into a `Batch`.
-struct Encoder {
-    version: Version,
-    head_only: bool,
-    keep_alive: bool,
-    delimit: Delimit,
-    status: u16,
-    body_bytes: u64,
-}
-
-impl Encoder {
-    fn ctx<'d>(&self, date: &'d [u8; DATE_LEN]) -> Ctx<'d> {
-        Ctx {
-            now_ms: 0,
-            date,
-            keep_alive: self.keep_alive,
-            version: self.version,
-            head_only: self.head_only,
-        }
-    }
-
-    fn head(
-        &mut self,
-        status: u16,
-        fields: &[(&[u8], &[u8])],
-        length: Option<u64>,
-        date: &[u8; DATE_LEN],
-        out: &mut Batch,
-    ) {
-        let no_body = self.head_only || status == 204 || status == 304 || status < 200;
-        self.delimit = match (no_body, length, self.version) {
-            (true, _, _) => Delimit::NoBody,
-            (false, Some(n), _) => Delimit::Length(n),
-            (false, None, Version::Http11) => Delimit::Chunked,
-            (false, None, Version::Http10) => {
-                self.keep_alive = false;
-                Delimit::Close
-            }
-        };
-        self.status = status;
-        respond::prefix(out, &self.ctx(date), status);
-        let start = out.scratch.len();
-        let b = &mut out.scratch;
-        for (name, value) in fields {
-            b.extend_from_slice(name);
-            b.extend_from_slice(b": ");
-            b.extend_from_slice(value);
-            b.extend_from_slice(b"\r\n");
-        }
-        match (self.delimit, length) {
-            (Delimit::Chunked, _) => header(b, "Transfer-Encoding", b"chunked"),
-            (_, Some(n)) if status != 204 && status != 304 => header_u64(b, "Content-Length", n),
-            _ => {}
-        }
-        b.extend_from_slice(b"\r\n");
-        out.extend_scratch_from(start);
-    }
-
-    fn body(&mut self, data: &[u8], out: &mut Batch) {
-        let data = match self.delimit {
-            Delimit::Length(left) => {
-                let n = (data.len() as u64).min(left) as usize;
-                self.delimit = Delimit::Length(left - n as u64);
-                &data[..n]
-            }
-            Delimit::Chunked | Delimit::Close => data,
-            _ => return,
-        };
-        if data.is_empty() {
-            return;
-        }
-        let start = out.scratch.len();
-        let chunked = self.delimit == Delimit::Chunked;
-        if chunked {
-            out.scratch
-                .extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
-        }
-        out.scratch.extend_from_slice(data);
-        if chunked {
-            out.scratch.extend_from_slice(b"\r\n");
-        }
-        out.extend_scratch_from(start);
-        self.body_bytes += data.len() as u64;
-    }
-
-    fn finish(&mut self, out: &mut Batch) {
-        match self.delimit {
-            Delimit::Chunked => out.push_bytes(b"0\r\n\r\n"),
-            Delimit::Close => self.keep_alive = false,
-            _ => {}
-        }
-        self.delimit = Delimit::Finished;
     }
 }
 
