@@ -38,14 +38,16 @@ use std::sync::Arc;
 
 /// Bytes read from a script's stdout at a time.
 const READ_CHUNK: usize = 64 * 1024;
-/// `feed` outcome codes kept in an AtomicU16 besides HTTP statuses.
-const FEED_RUNNING: u16 = 0;
-const FEED_DONE: u16 = 1;
-const FEED_GONE: u16 = 2;
+/// Outcome codes of the thread feeding a request body to a script (CGI) or backend
+/// (FastCGI), kept in an AtomicU16 besides HTTP statuses: still feeding, body delivered
+/// whole, client gone.
+pub(super) const FEED_RUNNING: u16 = 0;
+pub(super) const FEED_DONE: u16 = 1;
+pub(super) const FEED_GONE: u16 = 2;
 
 /// The CGI handler of one configuration generation.
 pub struct Cgi {
-    /// URL directories without the leading '/', decoded (`cgi-bin`).
+    /// Script directories and suffixes.
     names: ScriptNames,
     timeout_ms: u64,
     max_processes: usize,

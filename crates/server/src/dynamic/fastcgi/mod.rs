@@ -19,7 +19,7 @@ mod record;
 mod spool;
 
 use super::cgi::env::{self as cgi_env, ScriptPath};
-use super::cgi::{count::Count, Served};
+use super::cgi::{count::Count, Served, FEED_DONE, FEED_GONE, FEED_RUNNING};
 use super::io::{BodyIn, Out};
 use super::scripts::ScriptNames;
 use super::Peers;
@@ -40,12 +40,8 @@ pub use conn::Backend as FastCgiBackend;
 const ID: u16 = 1;
 /// Bytes read from the backend at a time (a whole record fits).
 const READ_CHUNK: usize = 64 * 1024 + 512;
-/// `feed` states besides HTTP statuses (as in CGI).
-const FEED_RUNNING: u16 = 0;
-/// Body read and delivered whole (STDIN ended).
-const FEED_DONE: u16 = 1;
-const FEED_GONE: u16 = 2;
-/// Body read whole but the backend stopped taking it: the connection is not reusable.
+/// `feed` states besides HTTP statuses: CGI's (`FEED_RUNNING`, `FEED_DONE`, `FEED_GONE`) and
+/// body read whole but the backend stopped taking it: the connection is not reusable.
 const FEED_CUT: u16 = 3;
 
 /// The FastCGI handler of one configuration generation.
