@@ -137,6 +137,23 @@ pub mod gearshift {
     /// itself was not scheduled -- the machine stalled; its queue says nothing about
     /// MaxClients, so the search holds for DWELL intervals while the backlog drains.
     pub const STALL_FACTOR: f64 = 1.5;
+    /// Rest (controllers/rest.rs): after this many paired perturbations in a row found no
+    /// difference above the gate, the knob holds still.
+    pub const REST_AFTER: usize = 2;
+    /// At rest, ln RT is watched with Page's CUSUM (E. S. Page, "Continuous inspection
+    /// schemes", Biometrika 41, 1954) with the textbook design k = 0.5 sd, h = 5 sd
+    /// (D. C. Montgomery, Introduction to Statistical Quality Control, sec. 9.1.3: h = 4 or
+    /// 5 with k = 1/2 detects a one-sd shift in about 10 samples, with 465+ in-control
+    /// samples between false alarms). Ours: deviations clipped at 3 sd per interval, the
+    /// reference level the median of 2 x DWELL intervals.
+    pub const CUSUM_K: f64 = 0.5;
+    pub const CUSUM_H: f64 = 5.0;
+    pub const CUSUM_CLIP: f64 = 3.0;
+    pub const REST_REFERENCE: usize = 2 * DWELL;
+    /// At rest, idle workers are trimmed only after the trim condition held this many
+    /// intervals in a row (single intervals of many idle workers are the gaps between
+    /// bursts of the same load).
+    pub const REST_TRIM_PATIENCE: usize = 2 * DWELL;
 }
 
 /// Ours: the simulated plant (paper 001's system scaled so a run of minutes simulates in

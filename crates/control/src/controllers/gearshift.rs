@@ -11,6 +11,11 @@
 //!   each half, and a step is taken only when the difference exceeds `snr_gate` standard
 //!   errors -- on a flat or noisy stretch it holds still instead of random-walking (what
 //!   sinks Newton's method in the paper). Gains are constant, so it keeps tracking drift.
+//! * Rest: when paired perturbations keep finding no difference, the curve is flat there and
+//!   probing only costs (workers forked and retired, a knob that random-walks); the knob
+//!   holds still, watched by a CUSUM on ln RT (controllers/rest.rs) that resumes the search
+//!   when RT rises beyond the noise. The fast path and the idle trim still act at rest (the
+//!   trim only once many idle workers persisted).
 //! * Fast path: when accept-queue wait dominates RT (or connections are dropped), RT is on
 //!   the steep left flank of paper 001's curve, so MaxClients grows at once to the busy
 //!   workers plus the waiting connections (at least by `fast_growth`) instead of waiting
@@ -27,6 +32,7 @@
 //! * For a staged pipeline it also moves one thread per interval from the least to the most
 //!   pressed stage (utilisation plus queue per thread) within the total M.
 
+use super::rest::{Cusum, Rest};
 use crate::defaults::{gearshift as d, keta};
 use crate::types::{stage_knob, Controller, Knobs, Measurement, KEEPALIVE_TIMEOUT_MS, MAX_CLIENTS};
 use rand::rngs::Xoshiro256PlusPlus;
@@ -60,6 +66,14 @@ pub struct GearshiftParams {
     /// An interval longer than this many usual ones (or shorter by as much) is a stall of
     /// the machine: hold for `dwell` intervals.
     pub stall_factor: f64,
+    /// Flat iterations in a row before the knob rests (0: never rests).
+    pub rest_after: usize,
+    /// The CUSUM watching RT at rest: allowance, threshold and clip in noise sd.
+    pub cusum_k: f64,
+    pub cusum_h: f64,
+    pub cusum_clip: f64,
+    /// Intervals the trim condition must hold in a row before it acts at rest.
+    pub rest_trim_patience: usize,
     /// Noise of ln RT assumed until measured.
     pub initial_noise: f64,
     /// Total threads for the staged pipeline.
@@ -84,6 +98,11 @@ impl Default for GearshiftParams {
             trim_step: d::TRIM_STEP,
             tune_keepalive: d::TUNE_KEEPALIVE,
             stall_factor: d::STALL_FACTOR,
+            rest_after: d::REST_AFTER,
+            cusum_k: d::CUSUM_K,
+            cusum_h: d::CUSUM_H,
+            cusum_clip: d::CUSUM_CLIP,
+            rest_trim_patience: d::REST_TRIM_PATIENCE,
             initial_noise: 0.15,
             max_threads: keta::MAX_THREADS,
             seed: 0x6765_6172,
@@ -110,6 +129,12 @@ pub struct Gearshift {
     /// left to hold after a stall.
     recent_dt: std::collections::VecDeque<f64>,
     hold: usize,
+    /// Paired perturbations in a row that found no difference above the gate.
+    flat: usize,
+    /// Set while the knob rests.
+    rest: Option<Rest>,
+    /// Intervals in a row the idle-trim condition held.
+    trim_run: usize,
 }
 
 impl Gearshift {
@@ -130,11 +155,16 @@ impl Gearshift {
             burst: None,
             recent_dt: std::collections::VecDeque::new(),
             hold: 0,
+            flat: 0,
+            rest: None,
+            trim_run: 0,
         }
     }
 
     fn sign(&self) -> f64 {
-        if self.plus {
+        if self.rest.is_some() {
+            0.0
+        } else if self.plus {
             1.0
         } else {
             -1.0
@@ -222,7 +252,38 @@ impl Gearshift {
                 let lim = self.p.max_log_step[i];
                 theta[i] -= (self.p.gain * g).clamp(-lim, lim);
             }
+            self.flat = 0;
+        } else {
+            self.flat += 1;
+            if self.p.rest_after > 0 && self.flat >= self.p.rest_after {
+                // Skip the interval in which the knob returns from its last probe.
+                self.rest = Some(Rest::new(1));
+            }
         }
+        self.new_iteration();
+    }
+
+    /// One interval at rest: watch RT; resume the search when it has risen.
+    fn watch(&mut self, m: &Measurement) {
+        let Some(y) = self.cost(m) else {
+            return;
+        };
+        let sd = self.var.unwrap_or(self.p.initial_noise.powi(2)).sqrt();
+        let c = Cusum {
+            reference: d::REST_REFERENCE.max(self.p.dwell),
+            k: self.p.cusum_k,
+            h: self.p.cusum_h,
+            clip: self.p.cusum_clip,
+        };
+        if self.rest.as_mut().is_some_and(|r| r.drifted(y, sd, c)) {
+            self.wake();
+        }
+    }
+
+    /// Leave rest: the search starts a fresh iteration from where the knob is.
+    fn wake(&mut self) {
+        self.rest = None;
+        self.flat = 0;
         self.new_iteration();
     }
 
@@ -351,21 +412,31 @@ impl Controller for Gearshift {
                 let want = (m.busy_workers + m.accept_queue_len).min(2.0 * cur);
                 (cur * self.p.fast_growth).max(want).ln()
             };
-            self.new_iteration();
+            self.wake();
+        } else if self.rest.is_some() {
+            self.watch(m);
         } else {
             self.spsa(m, &mut theta, dims);
         }
         // Below the workers in use, RT is on the cliff of the accept queue: keep the search
         // (and its minus perturbation) above them.
         let floor = (m.busy_workers * (1.0 + self.p.floor_margin)).max(1.0).ln();
-        let low = theta[0] - self.p.perturbation[0];
+        let resting = self.rest.is_some();
+        let low = theta[0] - if resting { 0.0 } else { self.p.perturbation[0] };
+        let trim =
+            m.accept_queue_wait_s <= 0.0 && m.idle_workers > self.p.idle_share * m.busy_workers;
+        self.trim_run = if trim { self.trim_run + 1 } else { 0 };
         if holding {
         } else if low < floor && m.cpu_util < self.p.cpu_saturated {
             theta[0] += floor - low;
-        } else if m.accept_queue_wait_s <= 0.0
-            && m.idle_workers > self.p.idle_share * m.busy_workers
-        {
+            if resting {
+                self.rest = Some(Rest::new(1)); // the busy workers grew to the knob: the load changed
+            }
+        } else if trim && (!resting || self.trim_run >= self.p.rest_trim_patience) {
             theta[0] -= self.p.trim_step;
+            if resting {
+                self.wake();
+            }
         }
         self.theta = Some(theta);
         let c = self.p.perturbation.map(|c| c * self.sign());

@@ -7,6 +7,7 @@ pub mod fuzzy;
 pub mod gearshift;
 pub mod keta;
 pub mod newton;
+pub mod rest;
 pub mod saturation;
 pub mod static_;
 

@@ -119,3 +119,47 @@ fn gearshift_beats_newton_fuzzy_and_saturation_with_a_load_step() {
         assert!(settle(&ours, 0) <= 30.0, "seed {seed}: {ours:?}");
     }
 }
+
+#[test]
+fn gearshift_rests_where_the_curve_is_flat() {
+    // Without rest the paired perturbations swing the knob by +-7 % every `dwell` intervals
+    // for ever; at rest it holds still, and the RT is no worse.
+    let (mut ours, mut theirs) = (0.0, 0.0);
+    let mut moved = (0, 0);
+    for seed in 1..=3 {
+        let cfg = PlantConfig {
+            seed,
+            start_max_clients: crate::defaults::apache13::MAX_CLIENTS,
+            duration_s: 300.0,
+            ..PlantConfig::default()
+        };
+        let opt = optima(&cfg);
+        let t: toml::Table = toml::from_str("rest_after = 0").unwrap();
+        let mut sup = Supervisor::new(build("gearshift", Some(t)).unwrap(), default_bounds());
+        let restless = run(&cfg, &mut sup);
+        let resting = run_one("gearshift", &cfg);
+        // Moves of more than 5 % in the last 200 s.
+        let moves = |pts: &[Point]| {
+            pts[100..]
+                .windows(2)
+                .filter(|w| w[0].max_clients.abs_diff(w[1].max_clients) * 20 > w[0].max_clients)
+                .count()
+        };
+        let (a, b) = (score(&resting, &opt), score(&restless, &opt));
+        let (ma, mb) = (moves(&resting), moves(&restless));
+        eprintln!(
+            "seed {seed}: moves > 5 % in the last 200 s: {ma} at rest vs {mb} without, penalty {:.3} vs {:.3}",
+            a.penalty, b.penalty
+        );
+        assert!(ma < mb, "seed {seed}: rest does not hold the knob");
+        moved = (moved.0 + ma, moved.1 + mb);
+        assert!(a.penalty <= b.penalty * 1.25, "seed {seed}: rest costs RT");
+        ours += a.penalty;
+        theirs += b.penalty;
+    }
+    assert!(
+        ours < theirs,
+        "rest costs RT over the seeds: {ours} vs {theirs}"
+    );
+    assert!(2 * moved.0 < moved.1, "moves over the seeds: {moved:?}");
+}

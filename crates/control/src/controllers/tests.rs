@@ -393,3 +393,50 @@ fn gearshift_balances_the_pipeline_better_than_keta() {
     let (ours, keta) = (tail_rt("gearshift"), tail_rt("keta"));
     assert!(ours < keta, "gearshift {ours} vs keta {keta}");
 }
+
+#[test]
+fn gearshift_rests_on_a_flat_curve_and_wakes_when_rt_rises() {
+    // The real prefork server under WAGON load: RT the same anywhere from 300 to 450.
+    let mut g = build("gearshift", None).unwrap();
+    let at = |i: usize, service: f64| Measurement {
+        interval_s: 1.0,
+        pages: 1000,
+        completions: 1000,
+        mean_rt_s: service,
+        // A deterministic +-5 % wobble: noise, not a gradient.
+        service_time_s: service * [1.05, 0.95, 1.02, 0.98, 1.0][i % 5],
+        busy_workers: 190.0,
+        idle_workers: 40.0,
+        cpu_util: 0.3,
+        ..Measurement::default()
+    };
+    let mut cur = 360;
+    let mut seen = Vec::new();
+    for i in 0..80 {
+        cur = g
+            .step(T, &at(i, 0.0004), &mc(cur))
+            .get(MAX_CLIENTS)
+            .unwrap();
+        seen.push(cur);
+    }
+    let last = &seen[40..];
+    assert!(
+        last.iter().all(|&v| v == last[0]),
+        "the knob rests: {last:?}"
+    );
+    assert!(
+        (300..=450).contains(&last[0]),
+        "rests inside the flat: {}",
+        last[0]
+    );
+    // RT doubles and stays there: the search resumes within a few intervals.
+    let rest = last[0];
+    let woke = (0..10).position(|i| {
+        cur = g
+            .step(T, &at(i, 0.0008), &mc(cur))
+            .get(MAX_CLIENTS)
+            .unwrap();
+        cur != rest
+    });
+    assert!(matches!(woke, Some(n) if n <= 4), "woke after {woke:?}");
+}
