@@ -181,3 +181,74 @@ fn idle_pool_threads_retire_and_drain_without_waiting_out_their_sleep() {
         t.elapsed()
     );
 }
+
+/// Read everything a raw admin connection gets until the server closes it.
+fn read_all(c: &mut std::net::TcpStream) -> String {
+    use std::io::Read;
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut out = Vec::new();
+    let _ = c.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The master serves the admin interface between forking, reaping and sampling; clients
+/// that connect and send nothing (or half a request) must not hold it up: others are
+/// answered meanwhile, the silent ones get 408 after the 1 s admin timeout, a request that
+/// arrives in pieces within it is answered. Before the admin connections were non-blocking
+/// each silent client held the master for a full second, one after the other.
+fn silent_admin_clients_do_not_hold_up_the_master(engine: &str) {
+    use std::io::Write;
+    use std::net::TcpStream;
+    let s = serve(
+        standard_docroot(),
+        &["--engine", engine, "--admin", "127.0.0.1:0"],
+    );
+    let admin = admin_of(&s);
+    let silent: Vec<TcpStream> = (0..5)
+        .map(|_| TcpStream::connect(&admin).unwrap())
+        .collect();
+    let mut half = TcpStream::connect(&admin).unwrap();
+    half.write_all(b"GET /status HTTP/1.1\r\n").unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let t = Instant::now();
+    let st = admin_status(&admin);
+    assert_eq!(st["engine"], engine);
+    assert!(
+        t.elapsed() < Duration::from_millis(2500),
+        "answered after {:?} behind 5 silent clients",
+        t.elapsed()
+    );
+    half.write_all(b"Host: x\r\n\r\n").unwrap();
+    let answer = read_all(&mut half);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("\"engine\""), "{answer}");
+    // Past their second, the next admin activity answers the silent ones 408 and closes.
+    std::thread::sleep(Duration::from_millis(1200));
+    admin_status(&admin);
+    for mut c in silent {
+        let got = read_all(&mut c);
+        assert!(got.starts_with("HTTP/1.1 408"), "{got:?}");
+    }
+    // A request from a client that then shuts down its sending half is still answered.
+    let mut c = TcpStream::connect(&admin).unwrap();
+    c.write_all(b"GET /knobs HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    c.shutdown(std::net::Shutdown::Write).unwrap();
+    let got = read_all(&mut c);
+    assert!(
+        got.starts_with("HTTP/1.1 200") && got.contains("specs"),
+        "{got}"
+    );
+    // The public port still serves.
+    assert_eq!(s.get("/file.txt").status, 200);
+}
+
+#[test]
+fn silent_admin_clients_do_not_hold_up_a_prefork_master() {
+    silent_admin_clients_do_not_hold_up_the_master("prefork");
+}
+
+#[test]
+fn silent_admin_clients_do_not_hold_up_an_event_master() {
+    silent_admin_clients_do_not_hold_up_the_master("event");
+}

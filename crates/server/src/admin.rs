@@ -4,119 +4,125 @@
 //! of new values, applied all-or-nothing), `GET /metrics` (Prometheus text),
 //! `PUT /control` (`{"frozen": true}` freezes the online controller), `GET /history` (the
 //! last minutes of samples) and `GET /` (the live status page, see `admin/page.rs`). The
-//! engine's master serves it inline between its other duties,
-//! one short request per connection, so a master that forks stays single-threaded.
+//! engine's master serves it inline between its other duties, one short request per
+//! connection, without blocking (admin/conn.rs), so a master that forks stays
+//! single-threaded and a slow admin client cannot hold it up.
 
+mod conn;
 mod page;
 
 use crate::control::Shared;
+use conn::{Conns, Parsed, Sock, MAX_REQUEST};
 use gearshift_http::parse::parse_head;
 use gearshift_http::response::{header, header_u64, status_line};
 use gearshift_http::{Framing, Limits, Method};
 use rustix::fd::{AsFd, BorrowedFd};
 use serde_json::{json, Value};
-use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::os::unix::net::UnixListener;
-use std::time::Duration;
+use std::sync::Mutex;
 
-/// Largest admin request accepted (head and body).
-const MAX_REQUEST: usize = 64 * 1024;
-/// A client gets this long to send its request and take the answer.
-const IO_TIMEOUT: Duration = Duration::from_secs(1);
-
-pub enum Admin {
+enum Listener {
     Tcp(TcpListener),
     Unix(UnixListener, std::path::PathBuf),
+}
+
+pub struct Admin {
+    listener: Listener,
+    epoll: rustix::fd::OwnedFd,
+    conns: Mutex<Conns>,
 }
 
 impl Admin {
     /// Bind `addr`: a path (contains `/`) is a Unix socket, anything else `IP:PORT`.
     pub fn bind(addr: &str) -> Result<Admin, String> {
         let err = |e: std::io::Error| format!("admin: cannot listen on {addr}: {e}");
-        let admin = if addr.contains('/') {
+        let listener = if addr.contains('/') {
             let path = std::path::PathBuf::from(addr);
             // A stale socket file from a previous run; a live one is refused by bind below
             // only if we keep it, so probe it first.
             if path.exists() && std::os::unix::net::UnixStream::connect(&path).is_err() {
                 let _ = std::fs::remove_file(&path);
             }
-            Admin::Unix(UnixListener::bind(&path).map_err(err)?, path)
+            Listener::Unix(UnixListener::bind(&path).map_err(err)?, path)
         } else {
             let sa: std::net::SocketAddr = addr
                 .parse()
                 .map_err(|_| format!("admin: '{addr}' is not IP:PORT or a socket path"))?;
-            Admin::Tcp(crate::bind(sa).map_err(|e| format!("admin: {e}"))?)
+            Listener::Tcp(crate::bind(sa).map_err(|e| format!("admin: {e}"))?)
         };
-        match &admin {
-            Admin::Tcp(l) => l.set_nonblocking(true).map_err(err)?,
-            Admin::Unix(l, _) => l.set_nonblocking(true).map_err(err)?,
-        }
-        Ok(admin)
+        let fd = match &listener {
+            Listener::Tcp(l) => {
+                l.set_nonblocking(true).map_err(err)?;
+                l.as_fd()
+            }
+            Listener::Unix(l, _) => {
+                l.set_nonblocking(true).map_err(err)?;
+                l.as_fd()
+            }
+        };
+        let epoll = conn::epoll_set(fd).map_err(err)?;
+        // Forked children must hold neither (a child holding the listener would keep the
+        // admin port bound, answering nothing, after the master died).
+        use std::os::fd::AsRawFd;
+        crate::engine::fork::process::close_in_children(fd.as_raw_fd());
+        crate::engine::fork::process::close_in_children(epoll.as_raw_fd());
+        Ok(Admin {
+            listener,
+            epoll,
+            conns: Mutex::default(),
+        })
     }
 
+    /// What the master polls: readable when a connection or a request's bytes arrive.
     pub fn fd(&self) -> BorrowedFd<'_> {
-        match self {
-            Admin::Tcp(l) => l.as_fd(),
-            Admin::Unix(l, _) => l.as_fd(),
-        }
+        self.epoll.as_fd()
     }
 
     /// Where it listens, for the banner (`http://IP:PORT` or the socket path).
     pub fn describe(&self) -> String {
-        match self {
-            Admin::Tcp(l) => l
+        match &self.listener {
+            Listener::Tcp(l) => l
                 .local_addr()
                 .map(|a| format!("http://{a}"))
                 .unwrap_or_default(),
-            Admin::Unix(_, p) => p.display().to_string(),
+            Listener::Unix(_, p) => p.display().to_string(),
         }
     }
 
-    /// Accept and answer pending admin connections (non-blocking accept).
+    /// Accept new admin connections and move every one on as far as it goes, without
+    /// blocking.
     pub fn serve_pending(&self, shared: &Shared) {
-        for _ in 0..16 {
-            let served = match self {
-                Admin::Tcp(l) => l.accept().map(|(s, _)| serve_stream(s, shared)),
-                Admin::Unix(l, _) => l.accept().map(|(s, _)| serve_stream(s, shared)),
+        let now = shared.now_ms();
+        let mut conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
+        for _ in 0..conn::MAX_CONNS {
+            let sock = match &self.listener {
+                Listener::Tcp(l) => l.accept().map(|(s, _)| Sock::Tcp(s)),
+                Listener::Unix(l, _) => l.accept().map(|(s, _)| Sock::Unix(s)),
             };
-            if served.is_err() {
-                return;
+            match sock {
+                Ok(s) => conns.add(self.epoll.as_fd(), s, now),
+                Err(_) => break,
             }
         }
+        conns.advance(self.epoll.as_fd(), now, parse_request, |r| {
+            answer(r, shared)
+        });
     }
 }
 
 impl Drop for Admin {
     fn drop(&mut self) {
-        if let Admin::Unix(_, p) = self {
+        if let Listener::Unix(_, p) = &self.listener {
             let _ = std::fs::remove_file(p);
         }
     }
 }
 
-trait Stream: Read + Write {
-    fn timeouts(&self, d: Duration);
-}
-impl Stream for std::net::TcpStream {
-    fn timeouts(&self, d: Duration) {
-        let _ = self.set_nonblocking(false);
-        let _ = self.set_read_timeout(Some(d));
-        let _ = self.set_write_timeout(Some(d));
-    }
-}
-impl Stream for std::os::unix::net::UnixStream {
-    fn timeouts(&self, d: Duration) {
-        let _ = self.set_nonblocking(false);
-        let _ = self.set_read_timeout(Some(d));
-        let _ = self.set_write_timeout(Some(d));
-    }
-}
-
-fn serve_stream(mut s: impl Stream, shared: &Shared) {
-    s.timeouts(IO_TIMEOUT);
+/// The whole answer to a request (or to what was wrong with it).
+fn answer(request: Result<Request, (u16, String)>, shared: &Shared) -> Vec<u8> {
     let mut extra: Vec<(&str, Vec<u8>)> = Vec::new();
-    let (status, body, content_type): (u16, Vec<u8>, &[u8]) = match read_request(&mut s) {
+    let (status, body, content_type): (u16, Vec<u8>, &[u8]) = match request {
         Ok((Method::Get, path, _)) if bare(&path) == "/metrics" => (
             200,
             shared.scrape().into_bytes(),
@@ -159,7 +165,7 @@ fn serve_stream(mut s: impl Stream, shared: &Shared) {
     header(&mut out, "Connection", b"close");
     out.extend_from_slice(b"\r\n");
     out.extend_from_slice(&body);
-    let _ = s.write_all(&out);
+    out
 }
 
 /// The path of a target without its query.
@@ -175,49 +181,36 @@ fn json_body(v: &Value) -> Vec<u8> {
 
 type Request = (Method, String, Vec<u8>);
 
-fn read_request(s: &mut impl Read) -> Result<Request, (u16, String)> {
+/// A request from the bytes so far: `More` until head and body are complete.
+fn parse_request(buf: &[u8]) -> Result<Parsed<Request>, (u16, String)> {
     let limits = Limits {
         max_body: MAX_REQUEST as u64,
         ..Limits::default()
     };
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    loop {
-        let n = match s.read(&mut chunk) {
-            // A signal (SIGCHLD in the process engines' masters) interrupts a read with a
-            // socket timeout even under SA_RESTART: read again.
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            r => r.map_err(|e| (408, format!("reading the request: {e}")))?,
-        };
-        if n == 0 {
-            return Err((400, "connection closed before a complete request".into()));
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        if buf.len() > MAX_REQUEST * 2 {
-            return Err((413, "request too large".into()));
-        }
-        let head = match parse_head(&buf, &limits) {
-            Ok(None) => continue,
-            Ok(Some(h)) => h,
-            Err(e) => return Err((e.status(), format!("{e:?}"))),
-        };
-        let len = match head.framing {
-            Framing::None => 0,
-            Framing::Length(n) => n as usize,
-            Framing::Chunked => return Err((411, "send the body with Content-Length".into())),
-        };
-        if buf.len() < head.head_len + len {
-            continue;
-        }
-        // The path with its query, if any (`/history?since=SEQ`); `route` splits them.
-        let mut path = String::from_utf8_lossy(head.path).into_owned();
-        if let Some(q) = head.query {
-            path.push('?');
-            path.push_str(&String::from_utf8_lossy(q));
-        }
-        let body = buf[head.head_len..head.head_len + len].to_vec();
-        return Ok((head.method, path, body));
+    if buf.len() > MAX_REQUEST * 2 {
+        return Err((413, "request too large".into()));
     }
+    let head = match parse_head(buf, &limits) {
+        Ok(None) => return Ok(Parsed::More),
+        Ok(Some(h)) => h,
+        Err(e) => return Err((e.status(), format!("{e:?}"))),
+    };
+    let len = match head.framing {
+        Framing::None => 0,
+        Framing::Length(n) => n as usize,
+        Framing::Chunked => return Err((411, "send the body with Content-Length".into())),
+    };
+    if buf.len() < head.head_len + len {
+        return Ok(Parsed::More);
+    }
+    // The path with its query, if any (`/history?since=SEQ`); `route` splits them.
+    let mut path = String::from_utf8_lossy(head.path).into_owned();
+    if let Some(q) = head.query {
+        path.push('?');
+        path.push_str(&String::from_utf8_lossy(q));
+    }
+    let body = buf[head.head_len..head.head_len + len].to_vec();
+    Ok(Parsed::Done((head.method, path, body)))
 }
 
 fn route(method: &Method, target: &str, body: &[u8], shared: &Shared) -> (u16, Value) {
@@ -303,21 +296,29 @@ mod tests {
     }
 
     #[test]
-    fn reads_a_request_with_a_body() {
+    fn parses_a_request_with_a_body() {
+        let done = |raw: &[u8]| match parse_request(raw) {
+            Ok(Parsed::Done(r)) => r,
+            Ok(Parsed::More) => panic!("incomplete"),
+            Err(e) => panic!("{e:?}"),
+        };
         let raw = b"PUT /knobs HTTP/1.1\r\nHost: x\r\nContent-Length: 11\r\n\r\n{\"a\": 1234}";
-        let (m, p, b) = read_request(&mut &raw[..]).unwrap();
+        assert!(matches!(
+            parse_request(&raw[..raw.len() - 1]),
+            Ok(Parsed::More)
+        ));
+        let (m, p, b) = done(raw);
         assert_eq!(
             (m, p.as_str(), &b[..]),
             (Method::Put, "/knobs", &b"{\"a\": 1234}"[..])
         );
         let raw = b"GET /status HTTP/1.1\r\n\r\n";
-        assert_eq!(
-            read_request(&mut &raw[..]).unwrap_err().0,
-            400,
+        assert!(
+            matches!(parse_request(raw), Err((400, _))),
             "no Host on 1.1"
         );
         let raw = b"GET /history?since=4 HTTP/1.1\r\nHost: x\r\n\r\n";
-        let (_, p, _) = read_request(&mut &raw[..]).unwrap();
+        let (_, p, _) = done(raw);
         assert_eq!(p, "/history?since=4", "the query reaches the router");
         assert_eq!(bare(&p), "/history");
     }

@@ -54,8 +54,6 @@ impl Control {
 
     /// Serve the admin interface from this control's waits.
     pub fn set_admin(&mut self, admin: crate::admin::Admin) {
-        use std::os::fd::AsRawFd;
-        crate::engine::fork::process::close_in_children(admin.fd().as_raw_fd());
         self.admin = Some(admin);
     }
 

@@ -64,6 +64,14 @@ pub fn close_in_children(fd: std::os::fd::RawFd) {
         .push(fd);
 }
 
+/// Stop closing `fd` in children (its owner is about to close it; the number may be reused).
+pub fn keep_in_children(fd: std::os::fd::RawFd) {
+    MASTER_ONLY
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .retain(|&f| f != fd);
+}
+
 /// Start the child's drain: what `Shared::start_drain` does, minus the wakers (a mutex,
 /// which a signal handler must not take; a child has no wakers). Only atomics and the
 /// monotonic clock: async-signal-safe.
