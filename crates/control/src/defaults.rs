@@ -154,6 +154,11 @@ pub mod gearshift {
     /// intervals in a row (single intervals of many idle workers are the gaps between
     /// bursts of the same load).
     pub const REST_TRIM_PATIENCE: usize = 2 * DWELL;
+    /// Spare workers (controllers/spares.rs): after this many intervals without workers
+    /// missing, MinSpare/MaxSpare come down a fifth; MinSpare stays under this share of
+    /// MaxClients. Ours.
+    pub const SPARE_CALM_INTERVALS: usize = 30;
+    pub const SPARE_MAX_SHARE: f64 = 0.25;
 }
 
 /// Ours: the simulated plant (paper 001's system scaled so a run of minutes simulates in

@@ -10,6 +10,10 @@ use std::time::Duration;
 /// Knob names shared with the server's live knobs.
 pub const MAX_CLIENTS: &str = "max_clients";
 pub const KEEPALIVE_TIMEOUT_MS: &str = "keepalive_timeout_ms";
+/// Apache's MinSpare/MaxSpare (servers in prefork, threads in worker): idle workers the
+/// engine keeps started ahead of demand.
+pub const MIN_SPARE: &str = "min_spare";
+pub const MAX_SPARE: &str = "max_spare";
 /// Per-stage thread knobs of the staged pipeline are `threads_<stage>`.
 pub fn stage_knob(stage: &str) -> String {
     format!("threads_{stage}")

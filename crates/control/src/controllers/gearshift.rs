@@ -23,6 +23,9 @@
 //!   never dip into the accept-queue cliff (whose slow backlog would bias the gradient).
 //!   While the engine is still starting the workers MaxClients allows (prefork), the fast
 //!   path waits for them instead of growing MaxClients further.
+//! * Spare workers (prefork, worker): an accept queue while the engine is still starting
+//!   workers is a burst outrunning Apache's spawn rate, not too small a MaxClients; the
+//!   MinSpare/MaxSpare floor is raised instead (controllers/spares.rs).
 //! * An interval far longer or shorter than usual means the machine stalled (the sampling
 //!   master itself ran late); the backlog it leaves is no sign of too few workers, so the
 //!   search holds for `dwell` intervals.
@@ -33,6 +36,7 @@
 //!   pressed stage (utilisation plus queue per thread) within the total M.
 
 use super::rest::{Cusum, Rest};
+use super::spares::{SpareParams, Spares};
 use crate::defaults::{gearshift as d, keta};
 use crate::types::{stage_knob, Controller, Knobs, Measurement, KEEPALIVE_TIMEOUT_MS, MAX_CLIENTS};
 use rand::rngs::Xoshiro256PlusPlus;
@@ -74,6 +78,10 @@ pub struct GearshiftParams {
     pub cusum_clip: f64,
     /// Intervals the trim condition must hold in a row before it acts at rest.
     pub rest_trim_patience: usize,
+    /// Spare workers: calm intervals before the floor is lowered, and its largest share
+    /// of MaxClients.
+    pub spare_calm_intervals: usize,
+    pub spare_max_share: f64,
     /// Noise of ln RT assumed until measured.
     pub initial_noise: f64,
     /// Total threads for the staged pipeline.
@@ -103,6 +111,8 @@ impl Default for GearshiftParams {
             cusum_h: d::CUSUM_H,
             cusum_clip: d::CUSUM_CLIP,
             rest_trim_patience: d::REST_TRIM_PATIENCE,
+            spare_calm_intervals: d::SPARE_CALM_INTERVALS,
+            spare_max_share: d::SPARE_MAX_SHARE,
             initial_noise: 0.15,
             max_threads: keta::MAX_THREADS,
             seed: 0x6765_6172,
@@ -135,6 +145,7 @@ pub struct Gearshift {
     rest: Option<Rest>,
     /// Intervals in a row the idle-trim condition held.
     trim_run: usize,
+    spares: Spares,
 }
 
 impl Gearshift {
@@ -158,6 +169,7 @@ impl Gearshift {
             flat: 0,
             rest: None,
             trim_run: 0,
+            spares: Spares::default(),
         }
     }
 
@@ -393,6 +405,14 @@ impl Controller for Gearshift {
             self.hold = self.p.dwell.max(2);
         }
         let holding = self.hold > 0;
+        if !holding {
+            let short = starting && queued && m.accept_queue_len >= 1.0 && m.idle_workers < 1.0;
+            let sp = SpareParams {
+                calm_intervals: self.p.spare_calm_intervals,
+                max_share: self.p.spare_max_share,
+            };
+            self.spares.step(m, short, mc, current, sp, &mut out);
+        }
         if holding {
             // A stalled machine (seen on the shared bench box: the master late by seconds)
             // piles up connections whatever MaxClients is; growing on that backlog would

@@ -9,6 +9,7 @@ pub mod keta;
 pub mod newton;
 pub mod rest;
 pub mod saturation;
+pub mod spares;
 pub mod static_;
 
 pub use keta::{fit_c1_c2, FitSample};

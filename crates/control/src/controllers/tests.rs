@@ -7,7 +7,7 @@ use super::*;
 use crate::defaults;
 use crate::sim::pipeline::PipelineModel;
 use crate::sim::plant::run_pipeline;
-use crate::types::{Knobs, Measurement, StageMeasurement};
+use crate::types::{self, Knobs, Measurement, StageMeasurement};
 use std::time::Duration;
 
 const T: Duration = Duration::from_secs(1);
@@ -439,4 +439,33 @@ fn gearshift_rests_on_a_flat_curve_and_wakes_when_rt_rises() {
         cur != rest
     });
     assert!(matches!(woke, Some(n) if n <= 4), "woke after {woke:?}");
+}
+
+#[test]
+fn gearshift_raises_spare_workers_when_a_burst_outruns_the_forks() {
+    // The real prefork server: 189 children all busy, MaxClients 245, a queue of 14.
+    let mut g = build("gearshift", None).unwrap();
+    let burst = Measurement {
+        interval_s: 1.0,
+        pages: 500,
+        completions: 500,
+        mean_rt_s: 0.3,
+        accept_queue_wait_s: 0.26,
+        accept_queue_len: 14.0,
+        busy_workers: 189.0,
+        idle_workers: 0.0,
+        cpu_util: 0.4,
+        ..Measurement::default()
+    };
+    let mut cur = mc(245);
+    cur.set(types::MIN_SPARE, 5);
+    cur.set(types::MAX_SPARE, 10);
+    let out = g.step(T, &burst, &cur);
+    assert_eq!(out.get(types::MIN_SPARE), Some(19), "{out:?}");
+    assert_eq!(out.get(types::MAX_SPARE), Some(38), "{out:?}");
+    let m = out.get(MAX_CLIENTS).unwrap() as f64;
+    assert!(
+        m <= 245.0 * (1.0 + defaults::gearshift::PERTURBATION).powi(2),
+        "MaxClients cannot help: {m}"
+    );
 }

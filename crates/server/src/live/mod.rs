@@ -80,13 +80,24 @@ impl LiveStatus {
 /// live only in the `worker` engine; elsewhere the HTTP keep-alive timeout is
 /// configuration, changed by a reload).
 pub fn knob_map(engine: &str) -> &'static [(&'static str, &'static str)] {
-    use gearshift_control::types::{KEEPALIVE_TIMEOUT_MS as KA, MAX_CLIENTS as MC};
+    use gearshift_control::types::{
+        KEEPALIVE_TIMEOUT_MS as KA, MAX_CLIENTS as MC, MAX_SPARE, MIN_SPARE,
+    };
     match engine {
         "pool" => &[(MC, "threads")],
         "threads" => &[(MC, "max_threads")],
         "fork" => &[(MC, "max_children")],
-        "prefork" => &[(MC, "max_request_workers")],
-        "worker" => &[(MC, "max_request_workers"), (KA, "keepalive_timeout_ms")],
+        "prefork" => &[
+            (MC, "max_request_workers"),
+            (MIN_SPARE, "min_spare_servers"),
+            (MAX_SPARE, "max_spare_servers"),
+        ],
+        "worker" => &[
+            (MC, "max_request_workers"),
+            (KA, "keepalive_timeout_ms"),
+            (MIN_SPARE, "min_spare_threads"),
+            (MAX_SPARE, "max_spare_threads"),
+        ],
         "event" => &[(MC, "workers")],
         "staged" => &[
             ("threads_accept", "accept_threads"),

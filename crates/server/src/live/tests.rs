@@ -58,7 +58,11 @@ fn every_engine_maps_its_concurrency_knob() {
     }
     assert_eq!(
         knob_map("prefork"),
-        &[("max_clients", "max_request_workers")]
+        &[
+            ("max_clients", "max_request_workers"),
+            ("min_spare", "min_spare_servers"),
+            ("max_spare", "max_spare_servers"),
+        ]
     );
 }
 
