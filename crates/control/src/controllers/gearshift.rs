@@ -443,8 +443,12 @@ impl Controller for Gearshift {
         let floor = (m.busy_workers * (1.0 + self.p.floor_margin)).max(1.0).ln();
         let resting = self.rest.is_some();
         let low = theta[0] - if resting { 0.0 } else { self.p.perturbation[0] };
-        let trim =
-            m.accept_queue_wait_s <= 0.0 && m.idle_workers > self.p.idle_share * m.busy_workers;
+        // Idle workers MaxClients keeps alive are trimmed; those of an engine that starts
+        // workers on demand, far below MaxClients (`starting`), are the spare floor's, which
+        // a lower MaxClients would not remove -- it would only cap the next burst.
+        let trim = !starting
+            && m.accept_queue_wait_s <= 0.0
+            && m.idle_workers > self.p.idle_share * m.busy_workers;
         self.trim_run = if trim { self.trim_run + 1 } else { 0 };
         if holding {
         } else if low < floor && m.cpu_util < self.p.cpu_saturated {
