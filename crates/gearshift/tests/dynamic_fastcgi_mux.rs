@@ -36,6 +36,37 @@ fn mux_server(py: &PyMux, extra: &str) -> Server {
     s
 }
 
+/// `n` clients started one after another, each once the previous one's request reached
+/// the backend, so they are all in flight together whatever the engine (the staged
+/// engine's process threads take queued connections in batches and would run requests
+/// that arrive in the same instant one after the other).
+fn staggered<T: Send + 'static>(
+    py: &PyMux,
+    n: usize,
+    f: impl Fn(usize) -> T + Send + Sync + Clone + 'static,
+) -> Vec<thread::JoinHandle<T>> {
+    let base = py.stat("requests");
+    (0..n)
+        .map(|i| {
+            let f = f.clone();
+            let t = thread::spawn(move || f(i));
+            reached(py, base + i as u64 + 1);
+            t
+        })
+        .collect()
+}
+
+/// Wait until the backend has begun `n` requests.
+fn reached(py: &PyMux, n: u64) {
+    assert!(
+        poll(Duration::from_secs(10), || (py.stat("requests") >= n)
+            .then_some(()))
+        .is_some(),
+        "{n} requests did not reach the backend: {:?}",
+        py.stats()
+    );
+}
+
 fn post(path: &str, body: &[u8]) -> Vec<u8> {
     let mut r = format!(
         "POST {path} HTTP/1.1\r\nHost: t\r\nContent-Type: application/octet-stream\r\nContent-Length: {}\r\n\r\n",
@@ -61,17 +92,13 @@ fn concurrent_requests_share_a_bounded_set_of_connections() {
     let py = PyMux::start(10, 50);
     let s = mux_server(&py, "multiplex_connections = 2\nmultiplex_requests = 4\n");
     let addr = s.addr;
-    let clients: Vec<_> = (0..8)
-        .map(|i| {
-            thread::spawn(move || {
-                let body = pattern(100_000 + i * 1000, i as u64);
-                let mut c = Conn::open(addr);
-                c.send(&post(&format!("/id.x?n=r{i}&ms=600"), &body));
-                let r = c.response();
-                (r.status, r.text(), echoed(&format!("r{i}"), &body))
-            })
-        })
-        .collect();
+    let clients = staggered(&py, 8, move |i| {
+        let body = pattern(100_000 + i * 1000, i as u64);
+        let mut c = Conn::open(addr);
+        c.send(&post(&format!("/id.x?n=r{i}&ms=2500"), &body));
+        let r = c.response();
+        (r.status, r.text(), echoed(&format!("r{i}"), &body))
+    });
     for t in clients {
         let (status, got, want) = t.join().unwrap();
         assert_eq!((status, got), (200, want), "{}", s.stderr_text());
@@ -92,21 +119,29 @@ fn the_backends_max_reqs_bounds_a_connection() {
     let py = PyMux::start(1, 3);
     let s = mux_server(&py, "");
     let addr = s.addr;
-    let clients: Vec<_> = (0..6)
+    let clients = staggered(&py, 3, move |i| {
+        let mut c = Conn::open(addr);
+        c.send(&req("GET", &format!("/id.x?n=q{i}&ms=1500"), &[]));
+        let r = c.response();
+        (r.status, r.text(), echoed(&format!("q{i}"), b""))
+    });
+    // Three are in flight: three more wait for room, then run.
+    let more: Vec<_> = (3..6)
         .map(|i| {
             thread::spawn(move || {
                 let mut c = Conn::open(addr);
-                c.send(&req("GET", &format!("/id.x?n=q{i}&ms=500"), &[]));
+                c.send(&req("GET", &format!("/id.x?n=q{i}&ms=100"), &[]));
                 let r = c.response();
                 (r.status, r.text(), echoed(&format!("q{i}"), b""))
             })
         })
         .collect();
-    for t in clients {
+    for t in clients.into_iter().chain(more) {
         let (status, got, want) = t.join().unwrap();
         assert_eq!((status, got), (200, want), "{}", s.stderr_text());
     }
     let st = py.stats();
+    assert_eq!(st["requests"], 6, "{st:?}");
     assert!(st["maxconc"] <= 3, "{st:?}");
     if one_process() {
         assert_eq!(st["conns"], 1, "FCGI_MAX_CONNS=1: {st:?}");
@@ -156,11 +191,13 @@ fn large_upload_and_download_interleave_with_other_requests() {
         let r = c.response();
         (r.status, r.text(), echoed("up", &body))
     });
+    reached(&py, 1);
     let down = thread::spawn(move || {
         let mut c = Conn::open(addr);
         c.send(&req("GET", &format!("/big.x?mb={MB}"), &[]));
         c.response()
     });
+    reached(&py, 2);
     let small: Vec<_> = (0..4)
         .map(|i| {
             thread::spawn(move || {
@@ -191,6 +228,54 @@ fn large_upload_and_download_interleave_with_other_requests() {
     if one_process() {
         assert_eq!(st["conns"], 1, "{st:?}");
         assert!(st["maxconc"] >= 2, "{st:?}");
+    }
+}
+
+/// The policy for a client slower than the backend (see `fastcgi/inbox.rs`): its answer is
+/// buffered and spooled, so the connection's reader keeps going and the other requests on
+/// it are not held up; the slow client still gets every byte.
+#[test]
+fn a_client_that_does_not_read_does_not_stall_the_connection() {
+    const MB: usize = 16;
+    let py = PyMux::start(10, 50);
+    let s = mux_server(&py, "multiplex_connections = 1\n");
+    let before = peak_kib(s.pid());
+    let mut lazy = s.conn();
+    lazy.send(&req("GET", &format!("/big.x?mb={MB}"), &[]));
+    reached(&py, 1);
+    // Far more than the socket buffers hold is on its way while nobody reads it.
+    thread::sleep(Duration::from_millis(500));
+    for i in 0..3 {
+        let start = Instant::now();
+        let r = s.get(&format!("/id.x?n=busy{i}"));
+        assert_eq!(
+            (r.status, r.text()),
+            (200, echoed(&format!("busy{i}"), b""))
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(4),
+            "{:?}",
+            start.elapsed()
+        );
+    }
+    let r = answer(&mut lazy, &s);
+    assert_eq!(r.status, 200);
+    let block: Vec<u8> = (0..=255u8).cycle().take(32768).collect();
+    let want = block.repeat(MB * 32);
+    assert_eq!(r.body.len(), want.len());
+    assert_eq!(crc32(&r.body), crc32(&want), "spooled answer intact");
+    assert!(
+        s.stderr_text().contains("buffered to a temporary file"),
+        "the answer went through the spool: {}",
+        s.stderr_text()
+    );
+    let peak = peak_kib(s.pid());
+    assert!(
+        peak < before + 10 * 1024,
+        "peak RSS grew from {before} KiB to {peak} KiB holding a {MB} MiB answer"
+    );
+    if one_process() {
+        assert_eq!(py.stat("conns"), 1, "{:?}", py.stats());
     }
 }
 
@@ -237,22 +322,11 @@ fn a_backend_killed_mid_flight_is_502_then_recovery() {
     let mut py = PyMux::start(10, 50);
     let s = mux_server(&py, "multiplex_connections = 1\n");
     let addr = s.addr;
-    let inflight: Vec<_> = (0..3)
-        .map(|i| {
-            thread::spawn(move || {
-                let mut c = Conn::open(addr);
-                c.send(&req("GET", &format!("/slow.x?n=k{i}&ms=8000"), &[]));
-                c.try_response(false).map(|r| r.status)
-            })
-        })
-        .collect();
-    assert!(
-        poll(Duration::from_secs(10), || (py.stat("requests") >= 3)
-            .then_some(()))
-        .is_some(),
-        "requests reached the backend: {:?}",
-        py.stats()
-    );
+    let inflight = staggered(&py, 3, move |i| {
+        let mut c = Conn::open(addr);
+        c.send(&req("GET", &format!("/slow.x?n=k{i}&ms=8000"), &[]));
+        c.try_response(false).map(|r| r.status)
+    });
     py.kill();
     for t in inflight {
         assert_eq!(t.join().unwrap(), Ok(502), "{}", s.stderr_text());
@@ -265,16 +339,12 @@ fn a_backend_killed_mid_flight_is_502_then_recovery() {
     .expect("recovered after the backend came back");
     assert_eq!(r.text(), echoed("back", b""));
     // Several at once, on the fresh connection.
-    let again: Vec<_> = (0..4)
-        .map(|i| {
-            thread::spawn(move || {
-                let mut c = Conn::open(addr);
-                c.send(&req("GET", &format!("/id.x?n=a{i}&ms=300"), &[]));
-                let r = c.response();
-                (r.status, r.text() == echoed(&format!("a{i}"), b""))
-            })
-        })
-        .collect();
+    let again = staggered(&py, 4, move |i| {
+        let mut c = Conn::open(addr);
+        c.send(&req("GET", &format!("/id.x?n=a{i}&ms=1000"), &[]));
+        let r = c.response();
+        (r.status, r.text() == echoed(&format!("a{i}"), b""))
+    });
     for t in again {
         assert_eq!(t.join().unwrap(), (200, true));
     }
@@ -285,17 +355,13 @@ fn multiplex_off_keeps_one_request_per_connection() {
     let py = PyMux::start(10, 50);
     let s = mux_server(&py, "multiplex = \"off\"\n");
     let addr = s.addr;
-    let clients: Vec<_> = (0..4)
-        .map(|i| {
-            thread::spawn(move || {
-                let body = pattern(50_000, i);
-                let mut c = Conn::open(addr);
-                c.send(&post(&format!("/id.x?n=o{i}&ms=500"), &body));
-                let r = c.response();
-                (r.status, r.text(), echoed(&format!("o{i}"), &body))
-            })
-        })
-        .collect();
+    let clients = staggered(&py, 4, move |i| {
+        let body = pattern(50_000, i as u64);
+        let mut c = Conn::open(addr);
+        c.send(&post(&format!("/id.x?n=o{i}&ms=1500"), &body));
+        let r = c.response();
+        (r.status, r.text(), echoed(&format!("o{i}"), &body))
+    });
     for t in clients {
         let (status, got, want) = t.join().unwrap();
         assert_eq!((status, got), (200, want), "{}", s.stderr_text());

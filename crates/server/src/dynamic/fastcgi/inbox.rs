@@ -101,6 +101,8 @@ impl Inbox {
                 tracing::error!(target: "fastcgi", "cannot spool a slow client's answer: {e}");
                 Gone::Overflow
             })?;
+            // Logged as nginx does ("an upstream response is buffered to a temporary file").
+            tracing::warn!(target: "fastcgi", "a client slower than the backend: its answer is buffered to a temporary file");
             s.spill = Some(Spill {
                 file,
                 written: 0,
