@@ -13,7 +13,7 @@ mod common;
 mod fastcgi_peers;
 
 use common::*;
-use fastcgi_peers::mux::{crc32, PyMux};
+use fastcgi_peers::mux::{crc32, Mpxs, PyMux};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -331,7 +331,7 @@ fn a_backend_killed_mid_flight_is_502_then_recovery() {
     for t in inflight {
         assert_eq!(t.join().unwrap(), Ok(502), "{}", s.stderr_text());
     }
-    py.restart();
+    py.restart(Mpxs::Yes);
     let r = poll(Duration::from_secs(10), || {
         let r = s.get("/id.x?n=back");
         (r.status == 200).then_some(r)
@@ -348,6 +348,28 @@ fn a_backend_killed_mid_flight_is_502_then_recovery() {
     for t in again {
         assert_eq!(t.join().unwrap(), (200, true));
     }
+}
+
+#[test]
+fn a_backend_replaced_by_one_that_does_not_multiplex_is_asked_again() {
+    let mut py = PyMux::start(10, 50);
+    let s = mux_server(&py, "");
+    let addr = s.addr;
+    assert_eq!(s.get("/id.x?n=first").status, 200);
+    py.restart(Mpxs::No);
+    // The dead connection makes the next request ask FCGI_GET_VALUES again.
+    let clients = staggered(&py, 3, move |i| {
+        let mut c = Conn::open(addr);
+        c.send(&req("GET", &format!("/id.x?n=p{i}&ms=1500"), &[]));
+        let r = c.response();
+        (r.status, r.text(), echoed(&format!("p{i}"), b""))
+    });
+    for t in clients {
+        let (status, got, want) = t.join().unwrap();
+        assert_eq!((status, got), (200, want), "{}", s.stderr_text());
+    }
+    let st = py.stats();
+    assert_eq!(st["maxconc"], 1, "one request per connection now: {st:?}");
 }
 
 #[test]

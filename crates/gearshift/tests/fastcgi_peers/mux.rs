@@ -16,7 +16,7 @@ use std::time::Duration;
 
 const PY_MUX: &str = r#"
 import os, socket, struct, sys, threading, time, zlib
-port, stats_path, max_conns, max_reqs = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+port, stats_path, max_conns, max_reqs, mpxs = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
 srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 srv.bind(("127.0.0.1", port)); srv.listen(64)
 lock = threading.Lock()
@@ -89,7 +89,7 @@ class Conn:
                 v, t, rid, n, p, _ = struct.unpack(">BBHHBB", read_exact(self.c, 8))
                 body = read_exact(self.c, n + p)[:n]
                 if t == 9:
-                    ans = pair(b"FCGI_MPXS_CONNS", b"1") + pair(b"FCGI_MAX_CONNS", max_conns.encode()) + pair(b"FCGI_MAX_REQS", max_reqs.encode())
+                    ans = pair(b"FCGI_MPXS_CONNS", mpxs.encode()) + pair(b"FCGI_MAX_CONNS", max_conns.encode()) + pair(b"FCGI_MAX_REQS", max_reqs.encode())
                     self.send(rec(10, 0, ans)); continue
                 with lock:
                     if t == 1:
@@ -128,13 +128,20 @@ pub struct PyMux {
     max_reqs: usize,
 }
 
+/// What the backend answers for FCGI_MPXS_CONNS (it serves concurrently either way).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Mpxs {
+    Yes,
+    No,
+}
+
 impl PyMux {
     /// On a free port, announcing `max_conns` and `max_reqs`.
     pub fn start(max_conns: usize, max_reqs: usize) -> PyMux {
-        Self::start_on(free_port(), max_conns, max_reqs)
+        Self::start_on(free_port(), max_conns, max_reqs, Mpxs::Yes)
     }
 
-    pub fn start_on(port: u16, max_conns: usize, max_reqs: usize) -> PyMux {
+    pub fn start_on(port: u16, max_conns: usize, max_reqs: usize, mpxs: Mpxs) -> PyMux {
         let dir = TempDir::new("pymux");
         let script = dir.write("mux.py", PY_MUX);
         let stats = dir.join("stats");
@@ -144,6 +151,7 @@ impl PyMux {
             .arg(&stats)
             .arg(max_conns.to_string())
             .arg(max_reqs.to_string())
+            .arg(if mpxs == Mpxs::Yes { "1" } else { "0" })
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -184,9 +192,9 @@ impl PyMux {
     }
 
     /// Killed, then started again on the same port with fresh counts.
-    pub fn restart(&mut self) {
+    pub fn restart(&mut self, mpxs: Mpxs) {
         self.kill();
-        let fresh = PyMux::start_on(self.port, self.max_conns, self.max_reqs);
+        let fresh = PyMux::start_on(self.port, self.max_conns, self.max_reqs, mpxs);
         let old = std::mem::replace(self, fresh);
         drop(old);
     }

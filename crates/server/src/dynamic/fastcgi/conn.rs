@@ -208,10 +208,17 @@ impl Pool {
     }
 
     /// The backend's FCGI_GET_VALUES answer, asked once per process (again while the
-    /// backend cannot be reached); logs it.
+    /// backend cannot be reached, and after `mux` saw a multiplexed connection die or a
+    /// request refused with FCGI_CANT_MPX_CONN); logs it.
     pub fn values(&self) -> Values {
-        if let Some(v) = *self.values.lock().unwrap_or_else(|p| p.into_inner()) {
-            return v;
+        {
+            let mut known = self.values.lock().unwrap_or_else(|p| p.into_inner());
+            if self.mux.take_reprobe() {
+                *known = None;
+            }
+            if let Some(v) = *known {
+                return v;
+            }
         }
         let Ok(c) = self.connect() else {
             return Values::default();

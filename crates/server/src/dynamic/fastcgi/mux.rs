@@ -18,7 +18,8 @@
 //! and keeps its id until the backend's END_REQUEST; the connection serves on. A connection
 //! that dies (EOF, error, unreadable records) is dropped from the set and every request on
 //! it sees `Gone::Lost` (502, or a cut answer once the head went out); the next request
-//! opens a fresh one. Idle connections close after `KEEPALIVE_TIMEOUT`, and one that has
+//! asks the backend FCGI_GET_VALUES again (it may have been replaced by one that does not
+//! multiplex; so too after an FCGI_CANT_MPX_CONN) and opens a fresh connection. Idle connections close after `KEEPALIVE_TIMEOUT`, and one that has
 //! begun `KEEPALIVE_REQUESTS` requests takes no more and closes once empty.
 
 use super::conn::{write_all, ConnectFail, IoFail, Pool};
@@ -56,6 +57,10 @@ pub struct Mux {
     set: Mutex<Set>,
     /// Signalled when a slot frees or a connection goes away.
     room: Condvar,
+    /// Ask the backend FCGI_GET_VALUES again before the next request: a connection died
+    /// (the backend may have been replaced by one that does not multiplex) or a request
+    /// was refused with FCGI_CANT_MPX_CONN.
+    reprobe: AtomicBool,
 }
 
 #[derive(Default)]
@@ -91,9 +96,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Mux {
-    /// A request slot on a connection with room (the fullest such, so requests share
-    /// connections before more are opened), or on a new connection while fewer than
-    /// `limits.conns` are open; else wait for room until `deadline`.
+    /// A request slot on the oldest connection with room (so requests share connections
+    /// before more are opened), or on a new connection while fewer than `limits.conns` are
+    /// open; else wait for room until `deadline`.
     pub fn begin(
         self: &Arc<Self>,
         pool: &Pool,
@@ -151,7 +156,7 @@ impl Mux {
                     return Err(BeginFail::Connect(ConnectFail::Failed(e)));
                 }
                 tracing::debug!(target: "fastcgi", "new multiplexed connection ({} open)", set.conns.len() + 1);
-                // Fullest first: a new connection goes last.
+                // Oldest first: a new connection goes last.
                 set.conns.push(conn);
                 continue;
             }
@@ -165,6 +170,11 @@ impl Mux {
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
         }
+    }
+
+    /// Whether the backend's answer to FCGI_GET_VALUES should be asked again (once).
+    pub fn take_reprobe(&self) -> bool {
+        self.reprobe.swap(false, Ordering::SeqCst)
     }
 
     /// Wake requests waiting for room (the set lock is taken first so a waiter between
@@ -200,6 +210,13 @@ impl Mux {
                         // header again).
                         buf[pos + 6] = 0;
                         let bytes = &buf[pos..pos + record::HEADER_LEN + r.content_len];
+                        if r.kind == record::END_REQUEST
+                            && record::end_request(r.content(bytes))
+                                .is_some_and(|(_, st)| st == record::CANT_MPX_CONN)
+                        {
+                            tracing::warn!(target: "fastcgi", "the backend answered FCGI_CANT_MPX_CONN: asking FCGI_GET_VALUES again");
+                            self.reprobe.store(true, Ordering::SeqCst);
+                        }
                         freed |= conn.deliver(r, bytes);
                         pos += r.total;
                     }
@@ -244,6 +261,7 @@ impl Mux {
     /// The connection is unusable: out of the set, every request on it told.
     fn kill(&self, conn: &Arc<MuxConn>) {
         conn.dead.store(true, Ordering::SeqCst);
+        self.reprobe.store(true, Ordering::SeqCst);
         let _ = rustix::net::shutdown(&conn.fd, rustix::net::Shutdown::ReadWrite);
         lock(&self.set).conns.retain(|c| !Arc::ptr_eq(c, conn));
         for (_, e) in lock(&conn.st).reqs.drain() {
