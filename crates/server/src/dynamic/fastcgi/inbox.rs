@@ -141,9 +141,11 @@ impl Inbox {
         loop {
             if !s.mem.is_empty() {
                 let n = s.mem.len().min(buf.len());
-                for (d, b) in buf.iter_mut().zip(s.mem.drain(..n)) {
-                    *d = b;
-                }
+                let (a, b) = s.mem.as_slices();
+                let k = a.len().min(n);
+                buf[..k].copy_from_slice(&a[..k]);
+                buf[k..n].copy_from_slice(&b[..n - k]);
+                s.mem.drain(..n);
                 return Taken::Data(n);
             }
             if let Some(f) = s.spill.as_mut().filter(|f| f.read < f.written) {

@@ -360,3 +360,74 @@ impl Drop for MuxReq {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dynamic::fastcgi::conn::Backend;
+    use std::io::{Read, Write};
+
+    fn end_request(id: u16) -> Vec<u8> {
+        let mut r = Vec::new();
+        record::header(&mut r, record::END_REQUEST, id, 8, 0);
+        r.extend_from_slice(&[0; 8]);
+        r
+    }
+
+    #[test]
+    fn ids_are_reused_only_after_end_request_and_release() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let pool = Pool::new(Backend::Tcp(l.local_addr().unwrap()), 0, 2000);
+        let mux = pool.mux.clone();
+        let limits = Limits {
+            conns: 1,
+            per_conn: 2,
+        };
+        let soon = || Instant::now() + Duration::from_millis(300);
+        let r1 = mux.begin(&pool, limits, soon()).unwrap();
+        let (mut backend, _) = l.accept().unwrap();
+        let r2 = mux.begin(&pool, limits, soon()).unwrap();
+        assert_eq!((r1.id, r2.id), (1, 2));
+        assert!(matches!(
+            mux.begin(&pool, limits, soon()),
+            Err(BeginFail::Busy)
+        ));
+        // Ended by the backend but still held: not free yet, and no more records go out.
+        backend.write_all(&end_request(1)).unwrap();
+        let mut buf = [0u8; 64];
+        assert_eq!(
+            r1.inbox.take(&mut buf, Duration::from_secs(5)),
+            super::super::inbox::Taken::Data(16)
+        );
+        assert!(
+            r1.send(b"x", soon()).is_err(),
+            "no records after END_REQUEST"
+        );
+        assert!(matches!(
+            mux.begin(&pool, limits, soon()),
+            Err(BeginFail::Busy)
+        ));
+        drop(r1);
+        let r3 = mux.begin(&pool, limits, soon()).unwrap();
+        assert_eq!(r3.id, 1);
+        // Given up before its end: FCGI_ABORT_REQUEST, and the id waits for END_REQUEST.
+        drop(r2);
+        let mut abort = [0u8; 8];
+        backend.read_exact(&mut abort).unwrap();
+        assert_eq!((abort[1], abort[3]), (record::ABORT_REQUEST, 2));
+        assert!(matches!(
+            mux.begin(&pool, limits, soon()),
+            Err(BeginFail::Busy)
+        ));
+        backend.write_all(&end_request(2)).unwrap();
+        let r4 = mux.begin(&pool, limits, Instant::now() + Duration::from_secs(5));
+        assert_eq!(r4.unwrap().id, 2);
+        // The backend goes away: every request on the connection hears of it.
+        drop(backend);
+        assert_eq!(
+            r3.inbox.take(&mut buf, Duration::from_secs(5)),
+            super::super::inbox::Taken::Gone(Gone::Lost)
+        );
+        assert!(mux.take_reprobe(), "a dead connection asks for a new probe");
+    }
+}
