@@ -36,6 +36,8 @@ pub trait Sink: Sync {
     fn send(&self, recs: &[u8], deadline: Instant) -> bool;
     /// Stop: later sends fail, and a wait for the answer ends soon.
     fn stop(&self);
+    /// The exchange ended without a clean END_REQUEST: tell the backend if need be.
+    fn abandon(&self) {}
 }
 
 /// A connection of its own: stopping shuts it down.

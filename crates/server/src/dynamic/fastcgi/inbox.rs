@@ -2,7 +2,10 @@
 //! (`mux`) to the thread answering the client. FastCGI has no per-request flow control:
 //! the reader must keep reading the shared connection whatever one client does, or every
 //! other request on it stalls. So a client that reads slowly does not hold the reader:
-//! up to `MUX_BUFFER` bytes wait in memory, the overflow goes to an unnamed temporary file
+//! up to `MUX_BUFFER` bytes wait in memory; when they are full the reader waits at most
+//! `SPILL_GRACE` for the client to catch up (a client only momentarily behind then costs
+//! no disk, and the backend is slowed as TCP would slow it), then the overflow goes to an
+//! unnamed temporary file
 //! (as nginx's `fastcgi_max_temp_file_size` buffering does for a slow client), and past
 //! `MUX_MAX_SPILL` on disk the request is given up (`Gone::Overflow`: the client's
 //! answer is cut and the request aborted at the backend). Memory per request stays bounded;
@@ -34,11 +37,19 @@ pub enum Taken {
     Gone(Gone),
 }
 
+/// How long the demultiplexer waits for a client to make room in memory before spooling
+/// its answer (ours: short against any client or read timeout, so the other requests on
+/// the connection are held at most this long per spooling episode; long enough for a
+/// client that keeps up to take the next record).
+const SPILL_GRACE: Duration = Duration::from_millis(10);
+
 #[derive(Default)]
 struct State {
     mem: VecDeque<u8>,
     spill: Option<Spill>,
     gone: Option<Gone>,
+    /// Nobody reads any more: records are dropped.
+    closed: bool,
 }
 
 struct Spill {
@@ -51,6 +62,8 @@ struct Spill {
 pub struct Inbox {
     state: Mutex<State>,
     ready: Condvar,
+    /// Signalled when the reader takes bytes from memory.
+    drained: Condvar,
     mem_limit: usize,
     spill_limit: u64,
 }
@@ -66,6 +79,7 @@ impl Inbox {
         Inbox {
             state: Mutex::new(State::default()),
             ready: Condvar::new(),
+            drained: Condvar::new(),
             mem_limit,
             spill_limit,
         }
@@ -81,8 +95,26 @@ impl Inbox {
         if let Some(g) = s.gone {
             return Err(g);
         }
+        let fits = |s: &State| s.mem.len() + bytes.len() <= self.mem_limit.max(bytes.len());
         let spilling = s.spill.as_ref().is_some_and(|f| f.read < f.written);
-        if !spilling && s.mem.len() + bytes.len() <= self.mem_limit.max(bytes.len()) {
+        if !spilling && !fits(&s) {
+            let until = std::time::Instant::now() + SPILL_GRACE;
+            while !fits(&s) && !s.closed {
+                let left = until.saturating_duration_since(std::time::Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                s = self
+                    .drained
+                    .wait_timeout(s, left)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            }
+        }
+        if s.closed {
+            return Ok(());
+        }
+        if !spilling && fits(&s) {
             s.mem.extend(bytes);
         } else if let Err(g) = self.spill(&mut s, bytes) {
             s.gone = Some(g);
@@ -129,6 +161,15 @@ impl Inbox {
         self.ready.notify_all();
     }
 
+    /// Nobody will read: what is queued and what comes later is dropped.
+    pub fn close(&self) {
+        let mut s = self.lock();
+        s.closed = true;
+        s.mem = VecDeque::new();
+        s.spill = None;
+        self.drained.notify_all();
+    }
+
     /// Wake a waiting `take` (the request's body feeder failed).
     pub fn wake(&self) {
         self.ready.notify_all();
@@ -146,6 +187,7 @@ impl Inbox {
                 buf[..k].copy_from_slice(&a[..k]);
                 buf[k..n].copy_from_slice(&b[..n - k]);
                 s.mem.drain(..n);
+                self.drained.notify_all();
                 return Taken::Data(n);
             }
             if let Some(f) = s.spill.as_mut().filter(|f| f.read < f.written) {

@@ -15,9 +15,11 @@
 //! multiplexes (FCGI_MPXS_CONNS=1) and `multiplex = "auto"`: then `mux` shares connections
 //! among concurrent requests (`serve` runs either path). FastCGI has no per-request flow
 //! control, so on a shared connection a slow client must not make the demultiplexer stop
-//! reading: its answer waits in a 64 KiB buffer, then in a temporary file (up to 1 GiB,
+//! reading: its answer waits in a 64 KiB buffer; when that is full the reader waits at
+//! most 10 ms for the client, then spools the answer to a temporary file (up to 1 GiB,
 //! then the request is aborted), see `inbox`. Memory stays bounded; the price is disk I/O
-//! for slow clients' answers. A client that leaves gets FCGI_ABORT_REQUEST sent for its id;
+//! for slow clients' answers and a stall of at most 10 ms per spooling episode for the
+//! other requests on that connection. A client that leaves gets FCGI_ABORT_REQUEST sent for its id;
 //! a connection that dies fails (502) or cuts every request on it.
 
 mod conn;

@@ -89,6 +89,8 @@ struct Entry {
     ended: bool,
     /// The request's thread still holds it (it may still write under this id).
     held: bool,
+    /// FCGI_ABORT_REQUEST was sent.
+    aborted: bool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -123,6 +125,7 @@ impl Mux {
                         inbox: inbox.clone(),
                         ended: false,
                         held: true,
+                        aborted: false,
                     },
                 );
                 st.begun += 1;
@@ -283,19 +286,22 @@ impl MuxConn {
             tracing::warn!(target: "fastcgi", "record for request id {} that is not in flight: dropped", r.id);
             return false;
         };
-        let end = r.kind == record::END_REQUEST;
-        if e.held && !e.ended {
-            // A given-up request (spool overflow) drops the rest; its thread aborts it.
-            let _ = e.inbox.push(bytes);
-        }
-        if end {
+        let inbox = (e.held && !e.ended).then(|| e.inbox.clone());
+        let mut freed = false;
+        if r.kind == record::END_REQUEST {
             e.ended = true;
             if !e.held {
                 st.reqs.remove(&r.id);
-                return true;
+                freed = true;
             }
         }
-        false
+        drop(st);
+        // Outside the connection's lock: a push may wait briefly for a slow client. A
+        // given-up request (spool overflow) drops the rest; its thread aborts it.
+        if let Some(inbox) = inbox {
+            let _ = inbox.push(bytes);
+        }
+        freed
     }
 }
 
@@ -330,6 +336,38 @@ impl MuxReq {
     }
 }
 
+impl MuxReq {
+    /// The answer is no longer wanted (the client left, a timeout, a bad answer): its
+    /// records are dropped from now on and, unless the backend already ended the request,
+    /// FCGI_ABORT_REQUEST goes out at once (not only when the body feeder is done). The id
+    /// stays taken until END_REQUEST and `drop`.
+    pub fn abandon(&self) {
+        self.inbox.close();
+        let mut st = lock(&self.conn.st);
+        match st.reqs.get_mut(&self.id) {
+            Some(e) if !e.ended && !e.aborted => e.aborted = true,
+            _ => return,
+        }
+        drop(st);
+        self.send_abort();
+    }
+
+    fn send_abort(&self) {
+        let mut abort = Vec::with_capacity(record::HEADER_LEN);
+        record::end_stream(&mut abort, record::ABORT_REQUEST, self.id);
+        let _w = lock(&self.conn.write);
+        if self.conn.dead.load(Ordering::SeqCst) {
+            return;
+        }
+        tracing::debug!(target: "fastcgi", id = self.id, "FCGI_ABORT_REQUEST");
+        let deadline = Instant::now() + ABORT_SEND;
+        if write_all(self.conn.fd.as_fd(), &abort, deadline).is_err() {
+            drop(_w);
+            self.mux.kill(&self.conn);
+        }
+    }
+}
+
 impl Drop for MuxReq {
     /// Release the id: now if the backend has ended the request, else after an
     /// FCGI_ABORT_REQUEST, when the backend's END_REQUEST for it arrives.
@@ -345,18 +383,10 @@ impl Drop for MuxReq {
             self.mux.notify_room();
             return;
         }
+        let aborted = std::mem::replace(&mut e.aborted, true);
         drop(st);
-        let mut abort = Vec::with_capacity(record::HEADER_LEN);
-        record::end_stream(&mut abort, record::ABORT_REQUEST, self.id);
-        let _w = lock(&self.conn.write);
-        if self.conn.dead.load(Ordering::SeqCst) {
-            return;
-        }
-        tracing::debug!(target: "fastcgi", id = self.id, "FCGI_ABORT_REQUEST");
-        let deadline = Instant::now() + ABORT_SEND;
-        if write_all(self.conn.fd.as_fd(), &abort, deadline).is_err() {
-            drop(_w);
-            self.mux.kill(&self.conn);
+        if !aborted {
+            self.send_abort();
         }
     }
 }

@@ -30,6 +30,9 @@ impl Sink for MuxSink<'_> {
         self.stopped.store(true, Ordering::SeqCst);
         self.req.inbox.wake();
     }
+    fn abandon(&self) {
+        self.req.abandon();
+    }
 }
 
 /// The request body's source once the head is prepared.
@@ -243,7 +246,10 @@ impl FastCgi {
             clean &= feed.load(Ordering::SeqCst) == FEED_DONE;
             if !clean {
                 // Wakes the feeder if it waits on the backend; it then drops the rest.
+                // A multiplexed request is aborted now, while the feeder may still be
+                // reading the client's body.
                 sink.stop();
+                sink.abandon();
             }
             (served, clean)
         })
