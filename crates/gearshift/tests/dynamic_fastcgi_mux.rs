@@ -373,6 +373,24 @@ fn a_backend_replaced_by_one_that_does_not_multiplex_is_asked_again() {
 }
 
 #[test]
+fn cant_mpx_conn_is_502_and_the_backend_is_asked_again() {
+    let py = PyMux::start(10, 50);
+    let s = mux_server(&py, "");
+    let mut c = s.conn();
+    c.send(&req("GET", "/id.x?n=one", &[]));
+    assert_eq!(answer(&mut c, &s).text(), echoed("one", b""));
+    let probes = py.stat("probes");
+    assert!(probes >= 1, "{:?}", py.stats());
+    c.send(&req("GET", "/cantmpx.x", &[]));
+    assert_eq!(answer(&mut c, &s).status, 502);
+    // On the same client connection (the same process under every engine).
+    c.send(&req("GET", "/id.x?n=two", &[]));
+    assert_eq!(answer(&mut c, &s).text(), echoed("two", b""));
+    assert_eq!(py.stat("probes"), probes + 1, "{:?}", py.stats());
+    assert!(s.stderr_text().contains("FCGI_CANT_MPX_CONN"));
+}
+
+#[test]
 fn multiplex_off_keeps_one_request_per_connection() {
     let py = PyMux::start(10, 50);
     let s = mux_server(&py, "multiplex = \"off\"\n");

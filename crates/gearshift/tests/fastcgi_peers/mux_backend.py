@@ -3,16 +3,17 @@
 # Answers FCGI_GET_VALUES with FCGI_MPXS_CONNS=MPXS and the given FCGI_MAX_CONNS and
 # FCGI_MAX_REQS, keeps connections open, serves the requests of one connection concurrently
 # (a thread each; STDOUT records of different requests interleave, content padded to 8
-# bytes) and rewrites STATS_FILE ("conns=.. maxconc=.. aborts=.. requests=.. dupids=..") on
-# every change. Scripts, by SCRIPT_NAME (query: ms= delay, n= tag, mb= size):
+# bytes) and rewrites STATS_FILE ("conns=.. maxconc=.. aborts=.. requests=.. dupids=..
+# probes=..") on every change. Scripts, by SCRIPT_NAME (query: ms= delay, n= tag, mb= size):
 #   /big.x   mb MiB of bytes 0..255 repeated; /hold.x  1 KiB every 20 ms until aborted (30 s);
+#   /cantmpx.x  END_REQUEST with FCGI_CANT_MPX_CONN;
 #   anything else: "TAG LENGTH CRC32" of the request body after ms milliseconds.
 import os, socket, struct, sys, threading, time, zlib
 port, stats_path, max_conns, max_reqs, mpxs = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
 srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 srv.bind(("127.0.0.1", port)); srv.listen(64)
 lock = threading.Lock()
-stats = {"conns": 0, "maxconc": 0, "aborts": 0, "requests": 0, "dupids": 0}
+stats = {"conns": 0, "maxconc": 0, "aborts": 0, "requests": 0, "dupids": 0, "probes": 0}
 def save():
     tmp = stats_path + ".tmp"
     with open(tmp, "w") as f: f.write(" ".join("%s=%d" % kv for kv in stats.items()))
@@ -65,6 +66,9 @@ class Conn:
                 for _ in range(int(q.get("mb", "1")) * 32):
                     if r.aborted.is_set(): break
                     self.send(rec(6, rid, BLOCK))
+            elif name == "/cantmpx.x":
+                with lock: self.reqs.pop(rid, None)
+                self.send(rec(3, rid, b"\0\0\0\0\x01\0\0\0")); return
             elif name == "/hold.x":
                 self.out(rid, head)
                 deadline = time.time() + 30
@@ -81,6 +85,7 @@ class Conn:
                 v, t, rid, n, p, _ = struct.unpack(">BBHHBB", read_exact(self.c, 8))
                 body = read_exact(self.c, n + p)[:n]
                 if t == 9:
+                    with lock: stats["probes"] += 1; save()
                     ans = pair(b"FCGI_MPXS_CONNS", mpxs.encode()) + pair(b"FCGI_MAX_CONNS", max_conns.encode()) + pair(b"FCGI_MAX_REQS", max_reqs.encode())
                     self.send(rec(10, 0, ans)); continue
                 with lock:
