@@ -66,22 +66,24 @@ pub struct Inbox {
     drained: Condvar,
     mem_limit: usize,
     spill_limit: u64,
+    grace: Duration,
 }
 
 impl Default for Inbox {
     fn default() -> Self {
-        Inbox::with_limits(d::MUX_BUFFER, d::MUX_MAX_SPILL)
+        Inbox::with_limits(d::MUX_BUFFER, d::MUX_MAX_SPILL, SPILL_GRACE)
     }
 }
 
 impl Inbox {
-    pub fn with_limits(mem_limit: usize, spill_limit: u64) -> Inbox {
+    pub fn with_limits(mem_limit: usize, spill_limit: u64, grace: Duration) -> Inbox {
         Inbox {
             state: Mutex::new(State::default()),
             ready: Condvar::new(),
             drained: Condvar::new(),
             mem_limit,
             spill_limit,
+            grace,
         }
     }
 
@@ -98,7 +100,7 @@ impl Inbox {
         let fits = |s: &State| s.mem.len() + bytes.len() <= self.mem_limit.max(bytes.len());
         let spilling = s.spill.as_ref().is_some_and(|f| f.read < f.written);
         if !spilling && !fits(&s) {
-            let until = std::time::Instant::now() + SPILL_GRACE;
+            let until = std::time::Instant::now() + self.grace;
             while !fits(&s) && !s.closed {
                 let left = until.saturating_duration_since(std::time::Instant::now());
                 if left.is_zero() {
@@ -242,7 +244,7 @@ mod tests {
 
     #[test]
     fn overflow_spills_to_a_file_in_order_and_memory_is_used_again() {
-        let i = Inbox::with_limits(10, 1000);
+        let i = Inbox::with_limits(10, 1000, Duration::ZERO);
         let mut want = Vec::new();
         for k in 0..20u8 {
             let piece = [k; 4];
@@ -264,13 +266,36 @@ mod tests {
 
     #[test]
     fn past_the_spool_limit_the_request_is_given_up() {
-        let i = Inbox::with_limits(4, 8);
+        let i = Inbox::with_limits(4, 8, Duration::ZERO);
         i.push(&[1; 4]).unwrap();
         i.push(&[2; 8]).unwrap();
         assert_eq!(i.push(&[3; 1]), Err(Gone::Overflow));
         let (got, g) = drain(&i);
         assert_eq!(got.len(), 12, "what was queued is still delivered");
         assert_eq!(g, Some(Gone::Overflow));
+    }
+
+    #[test]
+    fn a_full_buffer_waits_for_its_reader_before_spooling() {
+        let i = std::sync::Arc::new(Inbox::with_limits(8, 1000, Duration::from_secs(20)));
+        i.push(&[1; 8]).unwrap();
+        let j = i.clone();
+        let reader = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            let mut buf = [0u8; 8];
+            j.take(&mut buf, Duration::ZERO)
+        });
+        // Full: waits until the reader makes room, then queues in memory, not on disk.
+        i.push(&[2; 8]).unwrap();
+        assert_eq!(reader.join().unwrap(), Taken::Data(8));
+        assert!(
+            i.lock().spill.is_none(),
+            "no spool file for a reader that kept up"
+        );
+        // A closed inbox neither waits nor keeps anything.
+        i.close();
+        i.push(&[3; 8]).unwrap();
+        assert!(i.lock().mem.is_empty());
     }
 
     #[test]
