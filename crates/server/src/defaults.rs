@@ -153,6 +153,22 @@ pub mod fastcgi {
     /// Wait for the answer to FCGI_GET_VALUES (ours: it only informs; php-fpm answers at
     /// once, an application that ignores management records should not hold a request).
     pub const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
+    /// Multiplexing (`multiplex = "auto"`): used when the backend's FCGI_GET_VALUES answer
+    /// says FCGI_MPXS_CONNS=1 (FastCGI 1.0 specification, section 4.1).
+    pub const MULTIPLEX: &str = "auto";
+    /// Requests in flight on one multiplexed connection when the backend does not announce
+    /// FCGI_MAX_REQS, and the bound on what it announces: 50, the example value the
+    /// FastCGI 1.0 specification gives for FCGI_MAX_REQS (section 4.1).
+    pub const MUX_REQUESTS: usize = 50;
+    /// Multiplexed connections per process (fewer if the backend announces a lower
+    /// FCGI_MAX_CONNS): 10, the specification's example value for FCGI_MAX_CONNS (4.1).
+    pub const MUX_CONNECTIONS: usize = 10;
+    /// Bytes of one multiplexed request's answer held in memory while its client is slower
+    /// than the backend: nginx's `fastcgi_buffers 8 8k` (64 KiB per request).
+    pub const MUX_BUFFER: usize = 64 * 1024;
+    /// Beyond that, spooled to a temporary file up to nginx's `fastcgi_max_temp_file_size
+    /// 1024m`; past it the request is given up (FCGI_ABORT_REQUEST, answer cut).
+    pub const MUX_MAX_SPILL: u64 = 1024 * 1024 * 1024;
 }
 
 /// Synthetic work endpoint (no peer has one; bounds are ours): a single request may burn at

@@ -5,6 +5,8 @@
 //! Also: counting our connections to a backend port from /proc/net/tcp.
 #![allow(dead_code)]
 
+pub mod mux;
+
 use super::common::{poll, TempDir};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};

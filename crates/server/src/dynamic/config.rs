@@ -46,6 +46,14 @@ pub struct FastCgiConfig {
     pub read_timeout_ms: u64,
     /// Inactivity timeout while sending the request to the backend.
     pub send_timeout_ms: u64,
+    /// `auto`: share connections among concurrent requests when the backend says it can
+    /// (FCGI_MPXS_CONNS=1); `off`: one request per connection at a time.
+    pub multiplex: String,
+    /// Requests in flight on one multiplexed connection; 0: the backend's FCGI_MAX_REQS,
+    /// at most 50. Never more than the backend announces.
+    pub multiplex_requests: usize,
+    /// Multiplexed connections per process (never more than the backend's FCGI_MAX_CONNS).
+    pub multiplex_connections: usize,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -91,6 +99,9 @@ impl Default for FastCgiConfig {
             connect_timeout_ms: d::CONNECT_TIMEOUT_MS,
             read_timeout_ms: d::READ_TIMEOUT_MS,
             send_timeout_ms: d::SEND_TIMEOUT_MS,
+            multiplex: d::MULTIPLEX.to_string(),
+            multiplex_requests: 0,
+            multiplex_connections: d::MUX_CONNECTIONS,
         }
     }
 }
@@ -101,6 +112,16 @@ pub fn validate_fastcgi(f: &FastCgiConfig) -> Result<(), String> {
     positive("fastcgi.connect_timeout_ms", f.connect_timeout_ms)?;
     positive("fastcgi.read_timeout_ms", f.read_timeout_ms)?;
     positive("fastcgi.send_timeout_ms", f.send_timeout_ms)?;
+    positive(
+        "fastcgi.multiplex_connections",
+        f.multiplex_connections as u64,
+    )?;
+    if f.multiplex != "auto" && f.multiplex != "off" {
+        return Err(format!(
+            "fastcgi.multiplex: '{}' is neither \"auto\" nor \"off\"",
+            f.multiplex
+        ));
+    }
     if !f.backend.is_empty() {
         crate::dynamic::fastcgi::FastCgiBackend::parse(&f.backend)
             .map_err(|e| format!("fastcgi.backend: {e}"))?;
@@ -214,6 +235,10 @@ mod tests {
             (
                 &|c: &mut Config| c.fastcgi.read_timeout_ms = 0,
                 "fastcgi.read_timeout_ms",
+            ),
+            (
+                &|c: &mut Config| c.fastcgi.multiplex = "on".into(),
+                "fastcgi.multiplex",
             ),
         ] {
             let mut c = base.clone();

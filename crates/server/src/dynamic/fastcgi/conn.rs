@@ -7,8 +7,12 @@
 //! and not for long: `keepalive` of them for at most `KEEPALIVE_TIMEOUT`.
 //!
 //! Once per process the backend is asked with FCGI_GET_VALUES whether it multiplexes
-//! requests on a connection (FCGI_MPXS_CONNS); the answer is logged. php-fpm answers 0, and
-//! gearshift runs one request per connection at a time either way.
+//! requests on a connection (FCGI_MPXS_CONNS) and how many connections and requests it
+//! takes (FCGI_MAX_CONNS, FCGI_MAX_REQS); the answer is logged and decides whether requests
+//! go through `mux` (shared connections) or this pool (one request per connection at a
+//! time). php-fpm answers FCGI_MPXS_CONNS=0. If the backend cannot be reached the question
+//! is asked again at the next request; an answer (or a backend that ignores the question)
+//! is kept.
 
 use super::record;
 use rustix::event::{poll, PollFd, PollFlags};
@@ -17,7 +21,7 @@ use rustix::io::Errno;
 use rustix::net::{RecvFlags, SendFlags};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::defaults::fastcgi as d;
@@ -91,14 +95,41 @@ impl Conn {
     }
 }
 
-/// The idle connections of one backend in this process.
+/// What the backend said to FCGI_GET_VALUES (all unset when it did not answer).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Values {
+    pub mpxs: bool,
+    pub max_conns: Option<usize>,
+    pub max_reqs: Option<usize>,
+}
+
+impl Values {
+    fn from_pairs(pairs: &[(String, String)]) -> Values {
+        let num = |name: &str| {
+            pairs
+                .iter()
+                .find(|(k, _)| k == name)
+                .and_then(|(_, v)| v.trim().parse::<usize>().ok())
+                .filter(|&n| n > 0)
+        };
+        Values {
+            mpxs: num("FCGI_MPXS_CONNS") == Some(1),
+            max_conns: num("FCGI_MAX_CONNS"),
+            max_reqs: num("FCGI_MAX_REQS"),
+        }
+    }
+}
+
+/// The connections of one backend in this process: idle ones of the one-request-per-
+/// connection mode here, the multiplexed set in `mux`.
 pub struct Pool {
     pub backend: Backend,
     idle: Mutex<Vec<Conn>>,
     keepalive: usize,
     connect_timeout: Duration,
-    /// The backend's FCGI_MPXS_CONNS answer, once asked (None: it did not answer).
-    mpxs: OnceLock<Option<bool>>,
+    /// The backend's FCGI_GET_VALUES answer, once it was reachable.
+    values: Mutex<Option<Values>>,
+    pub mux: Arc<super::mux::Mux>,
 }
 
 impl Pool {
@@ -108,7 +139,8 @@ impl Pool {
             idle: Mutex::new(Vec::new()),
             keepalive,
             connect_timeout: Duration::from_millis(connect_timeout_ms),
-            mpxs: OnceLock::new(),
+            values: Mutex::new(None),
+            mux: Arc::default(),
         }
     }
 
@@ -118,7 +150,6 @@ impl Pool {
             return Ok(c);
         }
         tracing::debug!(target: "fastcgi", "connecting to {:?}", self.backend);
-        self.probe();
         self.connect()
     }
 
@@ -176,25 +207,38 @@ impl Pool {
         })
     }
 
-    /// Ask the backend once (per process) whether it multiplexes; logs the answer.
-    fn probe(&self) {
-        self.mpxs.get_or_init(|| {
-            let answer = self.ask_values();
-            match &answer {
-                Some(v) => tracing::info!(target: "fastcgi", backend = ?self.backend, "FCGI_GET_VALUES: {}", v.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")),
-                None => tracing::info!(target: "fastcgi", backend = ?self.backend, "no answer to FCGI_GET_VALUES"),
+    /// The backend's FCGI_GET_VALUES answer, asked once per process (again while the
+    /// backend cannot be reached, and after `mux` saw a multiplexed connection die or a
+    /// request refused with FCGI_CANT_MPX_CONN); logs it.
+    pub fn values(&self) -> Values {
+        {
+            let mut known = self.values.lock().unwrap_or_else(|p| p.into_inner());
+            if self.mux.take_reprobe() {
+                *known = None;
             }
-            answer.and_then(|v| {
-                v.iter()
-                    .find(|(k, _)| k == "FCGI_MPXS_CONNS")
-                    .map(|(_, v)| v == "1")
-            })
-        });
+            if let Some(v) = *known {
+                return v;
+            }
+        }
+        let Ok(c) = self.connect() else {
+            return Values::default();
+        };
+        let v = match self.ask_values(c) {
+            Some(v) => {
+                tracing::info!(target: "fastcgi", backend = ?self.backend, "FCGI_GET_VALUES: {}", v.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" "));
+                Values::from_pairs(&v)
+            }
+            None => {
+                tracing::info!(target: "fastcgi", backend = ?self.backend, "no answer to FCGI_GET_VALUES");
+                Values::default()
+            }
+        };
+        *self.values.lock().unwrap_or_else(|p| p.into_inner()) = Some(v);
+        v
     }
 
     /// FCGI_GET_VALUES on a connection of its own (php-fpm closes it after answering).
-    fn ask_values(&self) -> Option<Vec<(String, String)>> {
-        let c = self.connect().ok()?;
+    fn ask_values(&self, c: Conn) -> Option<Vec<(String, String)>> {
         let q = record::get_values(&["FCGI_MAX_CONNS", "FCGI_MAX_REQS", "FCGI_MPXS_CONNS"]);
         // Not every application answers management records: wait only briefly.
         let deadline = Instant::now() + self.connect_timeout.min(d::PROBE_TIMEOUT);
@@ -291,6 +335,30 @@ mod tests {
         );
         assert!(Backend::parse("localhost").is_err());
         assert!(Backend::parse("unix:rel.sock").is_err());
+    }
+
+    #[test]
+    fn get_values_answers_parse() {
+        let p = |s: &[(&str, &str)]| {
+            let v: Vec<(String, String)> = s
+                .iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect();
+            Values::from_pairs(&v)
+        };
+        assert_eq!(p(&[("FCGI_MPXS_CONNS", "0")]), Values::default());
+        assert_eq!(
+            p(&[
+                ("FCGI_MPXS_CONNS", "1"),
+                ("FCGI_MAX_REQS", "20"),
+                ("FCGI_MAX_CONNS", "x")
+            ]),
+            Values {
+                mpxs: true,
+                max_conns: None,
+                max_reqs: Some(20)
+            }
+        );
     }
 
     #[test]

@@ -2,9 +2,11 @@
 //! read record by record (STDOUT parsed as a CGI response and streamed to the client,
 //! STDERR logged, END_REQUEST ending it) while `feed_body` sends the request body as STDIN
 //! records on a thread of its own. Every ending says whether the connection is clean
-//! enough to go back to the pool.
+//! enough to go back to the pool. The same code serves a connection of its own (`Src::Fd`,
+//! `FdSink`) and a multiplexed one (`Src::Mux`: the request's inbox, `mux::MuxReq`).
 
-use super::{record, FEED_CUT, FEED_DONE, FEED_GONE, ID, READ_CHUNK};
+use super::inbox::{Inbox, Taken};
+use super::{record, FEED_CUT, FEED_DONE, FEED_GONE, READ_CHUNK};
 use crate::dynamic::cgi::head::{self, Kind, Parsed};
 use crate::dynamic::cgi::Served;
 use crate::dynamic::io::{BodyFail, BodyIn, Out};
@@ -19,9 +21,41 @@ const TICK_MS: u64 = 200;
 /// Longest stderr line logged whole.
 const MAX_LOG_LINE: usize = 4096;
 
+/// Where the answer's records come from.
+#[derive(Clone, Copy)]
+pub enum Src<'a> {
+    /// The connection itself (one request on it).
+    Fd(BorrowedFd<'a>),
+    /// This request's records, demultiplexed from a shared connection.
+    Mux(&'a Inbox),
+}
+
+/// Where the request's records go.
+pub trait Sink: Sync {
+    /// Send whole records; false once the backend no longer takes them.
+    fn send(&self, recs: &[u8], deadline: Instant) -> bool;
+    /// Stop: later sends fail, and a wait for the answer ends soon.
+    fn stop(&self);
+    /// The exchange ended without a clean END_REQUEST: tell the backend if need be.
+    fn abandon(&self) {}
+}
+
+/// A connection of its own: stopping shuts it down.
+pub struct FdSink<'a>(pub BorrowedFd<'a>);
+
+impl Sink for FdSink<'_> {
+    fn send(&self, recs: &[u8], deadline: Instant) -> bool {
+        super::conn::write_all(self.0, recs, deadline).is_ok()
+    }
+    fn stop(&self) {
+        let _ = rustix::net::shutdown(self.0, rustix::net::Shutdown::ReadWrite);
+    }
+}
+
 /// Reading one answer from the backend.
 pub struct Exchange<'a> {
-    pub fd: BorrowedFd<'a>,
+    pub src: Src<'a>,
+    pub id: u16,
     pub read_timeout_ms: u64,
     pub feed: &'a AtomicU16,
     pub err_line: Vec<u8>,
@@ -56,13 +90,19 @@ impl Exchange<'_> {
                     Err(why) => return (self.bad(out, why), false),
                 };
                 let content = r.content(&buf[pos..filled]);
-                match (r.kind, r.id) {
-                    (record::STDOUT, ID) if started => {
+                // Only this request's records and management ones (id 0) may come.
+                let kind = match r.id {
+                    id if id == self.id => r.kind,
+                    0 => 0,
+                    _ => return (self.bad(out, "record of another request"), false),
+                };
+                match (kind, r.id) {
+                    (record::STDOUT, _) if started => {
                         if !out.body(content) {
                             return (Served::Done(out.outcome()), false);
                         }
                     }
-                    (record::STDOUT, ID) => {
+                    (record::STDOUT, _) => {
                         head_buf.extend_from_slice(content);
                         match head::parse(&head_buf) {
                             Parsed::Partial
@@ -94,13 +134,13 @@ impl Exchange<'_> {
                             }
                         }
                     }
-                    (record::STDERR, ID) => self.log_stderr(content),
-                    (record::END_REQUEST, ID) => match record::end_request(content) {
+                    (record::STDERR, _) => self.log_stderr(content),
+                    (record::END_REQUEST, _) => match record::end_request(content) {
                         Some((_, status)) => ended = Some(status),
                         None => return (self.bad(out, "short END_REQUEST"), false),
                     },
-                    (record::UNKNOWN_TYPE | record::GET_VALUES_RESULT, 0) => {}
-                    _ => return (self.bad(out, "record of another request or type"), false),
+                    (0, _) => {}
+                    _ => return (self.bad(out, "record of an unexpected type"), false),
                 }
                 pos += r.total;
             }
@@ -189,11 +229,15 @@ impl Exchange<'_> {
     /// Wait for backend data within the read timeout, watching the client for a hang-up
     /// once its body is in, and the server's drain deadline.
     fn read(&mut self, buf: &mut [u8], out: &Out) -> Read {
+        let fd = match self.src {
+            Src::Fd(fd) => fd,
+            Src::Mux(inbox) => return self.read_inbox(inbox, buf, out),
+        };
         let deadline = Instant::now() + Duration::from_millis(self.read_timeout_ms);
         let shared = out.shared();
         let client = out.fd();
         loop {
-            match rustix::io::read(self.fd, &mut *buf) {
+            match rustix::io::read(fd, &mut *buf) {
                 Ok(0) => return Read::Eof,
                 Ok(n) => return Read::Data(n),
                 Err(Errno::INTR) => continue,
@@ -206,7 +250,7 @@ impl Exchange<'_> {
                 return Read::Timeout;
             }
             let watch = self.feed.load(Ordering::SeqCst) == FEED_DONE;
-            let mut fds = vec![PollFd::new(&self.fd, PollFlags::IN)];
+            let mut fds = vec![PollFd::new(&fd, PollFlags::IN)];
             if watch {
                 fds.push(PollFd::new(&client, PollFlags::RDHUP));
             }
@@ -219,6 +263,39 @@ impl Exchange<'_> {
             let hangup = PollFlags::RDHUP | PollFlags::HUP | PollFlags::ERR;
             if watch && fds[1].revents().intersects(hangup) {
                 return Read::ClientGone;
+            }
+        }
+    }
+
+    /// `read` for a multiplexed request: its inbox, checked every tick for the same
+    /// endings (timeouts, the client hanging up, a failed body: its feeder cannot shut
+    /// the shared connection down, so it is seen here).
+    fn read_inbox(&mut self, inbox: &Inbox, buf: &mut [u8], out: &Out) -> Read {
+        let deadline = Instant::now() + Duration::from_millis(self.read_timeout_ms);
+        let shared = out.shared();
+        let client = out.fd();
+        loop {
+            match inbox.take(buf, Duration::from_millis(TICK_MS)) {
+                Taken::Data(n) => return Read::Data(n),
+                Taken::Gone(_) => return Read::Eof,
+                Taken::Empty => {}
+            }
+            if Instant::now() >= deadline
+                || shared.now_ms() >= shared.drain_deadline_ms.load(Ordering::SeqCst)
+            {
+                return Read::Timeout;
+            }
+            let feed = self.feed.load(Ordering::SeqCst);
+            if feed == FEED_GONE || feed >= 400 {
+                return Read::Failed;
+            }
+            if feed == FEED_DONE {
+                let mut fds = [PollFd::new(&client, PollFlags::RDHUP)];
+                let _ = poll(&mut fds, 0);
+                let hangup = PollFlags::RDHUP | PollFlags::HUP | PollFlags::ERR;
+                if fds[0].revents().intersects(hangup) {
+                    return Read::ClientGone;
+                }
             }
         }
     }
@@ -252,15 +329,12 @@ pub enum Source<'a, 'b> {
 
 /// The feeder thread: the request body to the backend as STDIN records. If the backend
 /// stops taking it, the rest is read and dropped (the client connection stays in sync); a
-/// bad body leaves its status in `feed` and shuts the backend connection so the reader
-/// stops waiting.
-pub fn feed_body(mut src: Source, fd: BorrowedFd<'_>, send_ms: u64, feed: &AtomicU16) {
+/// bad body leaves its status in `feed` and stops the sink so the reader stops waiting.
+pub fn feed_body(mut src: Source, sink: &dyn Sink, id: u16, send_ms: u64, feed: &AtomicU16) {
     let mut open = true;
     let mut rec = Vec::with_capacity(READ_CHUNK);
     let mut file_buf = Vec::new();
-    let send = |rec: &[u8]| {
-        super::conn::write_all(fd, rec, Instant::now() + Duration::from_millis(send_ms)).is_ok()
-    };
+    let send = |rec: &[u8]| sink.send(rec, Instant::now() + Duration::from_millis(send_ms));
     loop {
         let piece = match &mut src {
             Source::Client(body) => body.next_piece(),
@@ -277,14 +351,14 @@ pub fn feed_body(mut src: Source, fd: BorrowedFd<'_>, send_ms: u64, feed: &Atomi
             Ok(Some(data)) => {
                 if open {
                     rec.clear();
-                    record::stream(&mut rec, record::STDIN, ID, data);
+                    record::stream(&mut rec, record::STDIN, id, data);
                     open = send(&rec);
                 }
             }
             Ok(None) => {
                 if open {
                     rec.clear();
-                    record::end_stream(&mut rec, record::STDIN, ID);
+                    record::end_stream(&mut rec, record::STDIN, id);
                     open = send(&rec);
                 }
                 feed.store(if open { FEED_DONE } else { FEED_CUT }, Ordering::SeqCst);
@@ -298,7 +372,7 @@ pub fn feed_body(mut src: Source, fd: BorrowedFd<'_>, send_ms: u64, feed: &Atomi
                     },
                     Ordering::SeqCst,
                 );
-                let _ = rustix::net::shutdown(fd, rustix::net::Shutdown::ReadWrite);
+                sink.stop();
                 return;
             }
         }

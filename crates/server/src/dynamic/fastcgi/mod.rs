@@ -11,32 +11,42 @@
 //! output 502, overloaded 503, no answer within the read timeout 504; `max_connections`
 //! requests in flight at once, beyond it 503 at once (as CGI's `max_processes`). A
 //! connection goes back to the pool only after a clean END_REQUEST with nothing left over;
-//! every other ending closes it. One request per connection at a time (no multiplexing).
+//! every other ending closes it. One request per connection at a time, unless the backend
+//! multiplexes (FCGI_MPXS_CONNS=1) and `multiplex = "auto"`: then `mux` shares connections
+//! among concurrent requests (`serve` runs either path). FastCGI has no per-request flow
+//! control, so on a shared connection a slow client must not make the demultiplexer stop
+//! reading: its answer waits in a 64 KiB buffer; when that is full the reader waits at
+//! most 10 ms for the client, then spools the answer to a temporary file (up to 1 GiB,
+//! then the request is aborted), see `inbox`. Memory stays bounded; the price is disk I/O
+//! for slow clients' answers and a stall of at most 10 ms per spooling episode for the
+//! other requests on that connection. A client that leaves gets FCGI_ABORT_REQUEST sent for its id;
+//! a connection that dies fails (502) or cuts every request on it.
 
 mod conn;
 mod exchange;
+mod inbox;
+mod mux;
 mod record;
+mod serve;
 mod spool;
 
 use super::cgi::env::{self as cgi_env, ScriptPath};
-use super::cgi::{count::Count, Served, FEED_DONE, FEED_GONE, FEED_RUNNING};
-use super::io::{BodyIn, Out};
+use super::cgi::{count::Count, FEED_DONE, FEED_GONE, FEED_RUNNING};
 use super::scripts::ScriptNames;
 use super::Peers;
 use crate::config::{FastCgiConfig, StaticConfig};
+use crate::defaults::fastcgi as d;
 use crate::files::path::{map_path, PathPolicy};
-use conn::{Backend, ConnectFail, IoFail, Pool};
-use exchange::{feed_body, Exchange, Source};
-use gearshift_http::{Framing, RequestHead};
+use conn::{Backend, Pool};
+use gearshift_http::RequestHead;
+use mux::Limits;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 pub use conn::Backend as FastCgiBackend;
 
-/// Request id of our one request per connection.
+/// Request id of our one request on a connection of its own.
 const ID: u16 = 1;
 /// Bytes read from the backend at a time (a whole record fits).
 const READ_CHUNK: usize = 64 * 1024 + 512;
@@ -50,6 +60,11 @@ pub struct FastCgi {
     read_timeout_ms: u64,
     send_timeout_ms: u64,
     max_connections: usize,
+    connect_timeout_ms: u64,
+    /// `multiplex = "auto"`.
+    multiplex: bool,
+    multiplex_requests: usize,
+    multiplex_connections: usize,
     /// Requests in flight at the backend, server-wide (a shared page, as CGI's count).
     busy: Arc<Count>,
     pool: Arc<Pool>,
@@ -89,6 +104,10 @@ impl FastCgi {
             read_timeout_ms: cfg.read_timeout_ms,
             send_timeout_ms: cfg.send_timeout_ms,
             max_connections: cfg.max_connections,
+            connect_timeout_ms: cfg.connect_timeout_ms,
+            multiplex: cfg.multiplex == "auto",
+            multiplex_requests: cfg.multiplex_requests,
+            multiplex_connections: cfg.multiplex_connections,
             busy: previous.map_or_else(|| Arc::new(Count::new()), |p| p.busy.clone()),
             pool,
             policy: PathPolicy {
@@ -148,6 +167,7 @@ impl FastCgi {
         script: &ScriptPath,
         peers: Peers,
         no_body: bool,
+        id: u16,
     ) -> Vec<u8> {
         let mut params = Vec::with_capacity(2048);
         for (k, v) in cgi_env::build(head, script, peers) {
@@ -161,130 +181,35 @@ impl FastCgi {
         // PHP built with --enable-force-cgi-redirect wants it; nginx's fastcgi_params sets it.
         record::pair(&mut params, b"REDIRECT_STATUS", b"200");
         let mut out = Vec::with_capacity(params.len() + 64);
-        record::begin_request(&mut out, ID, true);
-        record::stream(&mut out, record::PARAMS, ID, &params);
-        record::end_stream(&mut out, record::PARAMS, ID);
+        record::begin_request(&mut out, id, true);
+        record::stream(&mut out, record::PARAMS, id, &params);
+        record::end_stream(&mut out, record::PARAMS, id);
         if no_body {
-            record::end_stream(&mut out, record::STDIN, ID);
+            record::end_stream(&mut out, record::STDIN, id);
         }
         out
     }
 
-    /// Answer `head` through the backend, streaming `body` to it and its answer to `out`.
-    pub fn serve(
-        &self,
-        head: &RequestHead,
-        peers: Peers,
-        body: &mut BodyIn,
-        out: &mut Out,
-    ) -> Served {
-        tracing::debug!(target: "fastcgi", path = %String::from_utf8_lossy(head.path), "request");
-        let Some(script) = self.split(head.path) else {
-            return Served::Done(out.error(404, &[], false));
-        };
-        if !self.busy.acquire(self.max_connections) {
-            tracing::warn!(target: "fastcgi", "max_connections ({}) reached: 503", self.max_connections);
-            return Served::Done(out.error(503, &[("Retry-After", b"1")], false));
+    /// The multiplexing bounds when this backend is to be multiplexed, else None: only with
+    /// `multiplex = "auto"` and a backend that answered FCGI_MPXS_CONNS=1; per connection
+    /// `multiplex_requests` (or `MUX_REQUESTS`), never above the backend's FCGI_MAX_REQS,
+    /// and `multiplex_connections`, never above its FCGI_MAX_CONNS.
+    fn mux_limits(&self) -> Option<Limits> {
+        if !self.multiplex {
+            return None;
         }
-        let _slot = Slot(self.busy.clone());
-        // A chunked body has no length, and PHP reads only CONTENT_LENGTH bytes: like nginx,
-        // spool it to a temporary file first, then send it with its length.
-        let mut spooled = None;
-        let mut sized;
-        let head = if head.framing == Framing::Chunked {
-            match spool::spool(body) {
-                Ok((file, n)) => {
-                    spooled = Some(file);
-                    sized = head.clone();
-                    sized.framing = if n > 0 {
-                        Framing::Length(n)
-                    } else {
-                        Framing::None
-                    };
-                    &sized
-                }
-                Err(spool::Fail::Body(e)) => return Served::Done(super::body_failed(e, out)),
-                Err(spool::Fail::Io(e)) => {
-                    tracing::error!(target: "fastcgi", "cannot spool the request body: {e}");
-                    return Served::Done(out.error(500, &[], true));
-                }
-            }
-        } else {
-            head
-        };
-        let no_body = head.framing == Framing::None;
-        let begin = self.request_records(head, &script, peers, no_body);
-        // A pooled connection the backend closed just now fails at once: retry on a new one.
-        let conn = loop {
-            let mut c = match self.pool.get() {
-                Ok(c) => c,
-                Err(e) => {
-                    tracing::error!(target: "fastcgi", backend = ?self.pool.backend, "cannot connect: {e}");
-                    let status = if matches!(e, ConnectFail::Timeout) {
-                        504
-                    } else {
-                        502
-                    };
-                    return Served::Done(out.error(status, &[], false));
-                }
-            };
-            c.requests += 1;
-            let deadline = Instant::now() + Duration::from_millis(self.send_timeout_ms);
-            match conn::write_all(c.fd(), &begin, deadline) {
-                Ok(()) => break c,
-                Err(_) if c.reused => continue,
-                Err(e) => {
-                    tracing::error!(target: "fastcgi", "sending the request failed: {e:?}");
-                    let status = if e == IoFail::Timeout { 504 } else { 502 };
-                    return Served::Done(out.error(status, &[], false));
-                }
-            }
-        };
-        tracing::debug!(target: "fastcgi", path = %String::from_utf8_lossy(head.path), reused = conn.reused, "request sent");
-        let feed = AtomicU16::new(if no_body { FEED_DONE } else { FEED_RUNNING });
-        let fd = conn.fd();
-        let (served, reusable) = std::thread::scope(|s| {
-            let (feed, send_ms) = (&feed, self.send_timeout_ms);
-            if let Some(file) = spooled {
-                if !no_body {
-                    s.spawn(move || feed_body(Source::Spooled(file), fd, send_ms, feed));
-                }
-            } else if !no_body {
-                if body.send_continue().is_err() {
-                    feed.store(FEED_GONE, Ordering::SeqCst);
-                    let _ = rustix::net::shutdown(fd, rustix::net::Shutdown::ReadWrite);
-                } else {
-                    let body = &mut *body;
-                    s.spawn(move || feed_body(Source::Client(body), fd, send_ms, feed));
-                }
-            }
-            let mut ex = Exchange {
-                fd,
-                read_timeout_ms: self.read_timeout_ms,
-                feed,
-                err_line: Vec::new(),
-                path: head.path,
-            };
-            let (served, mut reusable) = ex.respond(out);
-            if reusable && feed.load(Ordering::SeqCst) == FEED_RUNNING {
-                // The answer came before the feeder wrote the end of STDIN: give it a
-                // moment (it is usually writing that last empty record).
-                let until = Instant::now() + Duration::from_millis(200);
-                while feed.load(Ordering::SeqCst) == FEED_RUNNING && Instant::now() < until {
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-            }
-            reusable &= feed.load(Ordering::SeqCst) == FEED_DONE;
-            if !reusable {
-                // Wakes the feeder if it waits on the backend; it then drops the rest.
-                let _ = rustix::net::shutdown(fd, rustix::net::Shutdown::ReadWrite);
-            }
-            (served, reusable)
-        });
-        tracing::debug!(target: "fastcgi", path = %String::from_utf8_lossy(head.path), reused = conn.reused, reusable, "exchange done");
-        if reusable {
-            self.pool.put(conn);
+        let v = self.pool.values();
+        if !v.mpxs {
+            return None;
         }
-        served
+        let within = |n: usize, most: Option<usize>| most.map_or(n, |m| n.min(m)).max(1);
+        let per_conn = match self.multiplex_requests {
+            0 => d::MUX_REQUESTS,
+            n => n,
+        };
+        Some(Limits {
+            per_conn: within(per_conn, v.max_reqs),
+            conns: within(self.multiplex_connections, v.max_conns),
+        })
     }
 }

@@ -15,6 +15,7 @@ pub const HEADER_LEN: usize = 8;
 pub const MAX_CONTENT: usize = 65535;
 
 pub const BEGIN_REQUEST: u8 = 1;
+pub const ABORT_REQUEST: u8 = 2;
 pub const END_REQUEST: u8 = 3;
 pub const PARAMS: u8 = 4;
 pub const STDIN: u8 = 5;
@@ -22,7 +23,6 @@ pub const STDOUT: u8 = 6;
 pub const STDERR: u8 = 7;
 pub const GET_VALUES: u8 = 9;
 pub const GET_VALUES_RESULT: u8 = 10;
-pub const UNKNOWN_TYPE: u8 = 11;
 
 /// Role of BEGIN_REQUEST: the application answers an HTTP request.
 pub const ROLE_RESPONDER: u16 = 1;

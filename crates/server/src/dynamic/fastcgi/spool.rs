@@ -29,7 +29,7 @@ pub fn spool(body: &mut BodyIn) -> Result<(File, u64), Fail> {
 
 /// An unnamed file in the temp dir (O_TMPFILE), or a named one removed at once where the
 /// file system lacks O_TMPFILE.
-fn temp_file() -> std::io::Result<File> {
+pub(super) fn temp_file() -> std::io::Result<File> {
     use rustix::fs::{Mode, OFlags};
     let dir = std::env::temp_dir();
     let flags = OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC;
