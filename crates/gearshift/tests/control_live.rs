@@ -336,3 +336,58 @@ fn bad_control_settings_are_refused_in_one_line() {
         assert!(line.is_some(), "{flags:?}: {err}");
     }
 }
+
+/// A burst on a prefork server that starts children on demand: 40 clients against one
+/// child (Apache's rule forks 1, 2, 4 ... a second). The accept queue that forms is workers
+/// not yet started, which MaxClients cannot help: the gearshift controller raises the
+/// engine's MinSpare/MaxSpare instead, through the live-knob path, and no request fails.
+#[test]
+fn gearshift_controller_raises_prefork_spares_on_a_burst() {
+    let (cfg_dir, cfg) = config_file(
+        "workers = 0\n[prefork]\nstart_servers = 1\nmin_spare_servers = 1\nmax_spare_servers = 2\n\
+         max_request_workers = 64\n[control]\ncontroller = \"gearshift\"\ninterval_ms = 250\n\
+         [control.bounds.max_clients]\nmin = 1\nmax = 64\n",
+    );
+    let mut s = serve(
+        standard_docroot(),
+        &[
+            "--engine",
+            "prefork",
+            "--config",
+            &cfg,
+            "--admin",
+            "127.0.0.1:0",
+            "--access-log",
+            "off",
+        ],
+    );
+    s.keep.push(cfg_dir);
+    let admin = admin_of(&s);
+    let st = admin_status(&admin);
+    assert_eq!(st["knobs"]["min_spare_servers"], 1, "{st}");
+    let stop = Arc::new(AtomicBool::new(false));
+    let loader = {
+        let (addr, stop) = (s.addr, stop.clone());
+        std::thread::spawn(move || load(addr, 40, stop))
+    };
+    let raised = poll(Duration::from_secs(15), || {
+        let st = admin_status(&admin);
+        (st["knobs"]["min_spare_servers"].as_u64()? > 1).then_some(st)
+    });
+    stop.store(true, Ordering::SeqCst);
+    let (ok, bad) = loader.join().unwrap();
+    let st = raised.unwrap_or_else(|| panic!("spares not raised: {}", admin_status(&admin)));
+    let (min, max) = (
+        st["knobs"]["min_spare_servers"].as_u64().unwrap(),
+        st["knobs"]["max_spare_servers"].as_u64().unwrap(),
+    );
+    assert!(max >= 2 * min, "MaxSpare follows MinSpare: {st}");
+    assert!(min <= 16, "at most a quarter of MaxClients: {st}");
+    assert_eq!(
+        st["control"]["last_decision"]["unmapped"],
+        serde_json::json!([]),
+        "{st}"
+    );
+    assert_eq!(bad, 0, "{bad} failed requests of {}", ok + bad);
+    assert!(ok > 50, "the load ran: {ok}");
+}
