@@ -38,7 +38,9 @@
 use super::rest::{Cusum, Rest};
 use super::spares::{SpareParams, Spares};
 use crate::defaults::{gearshift as d, keta};
-use crate::types::{stage_knob, Controller, Knobs, Measurement, KEEPALIVE_TIMEOUT_MS, MAX_CLIENTS};
+use crate::types::{
+    stage_knob, Controller, Knobs, Measurement, KEEPALIVE_TIMEOUT_MS, MAX_CLIENTS, MIN_SPARE,
+};
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 use serde::Deserialize;
@@ -444,11 +446,13 @@ impl Controller for Gearshift {
         let resting = self.rest.is_some();
         let low = theta[0] - if resting { 0.0 } else { self.p.perturbation[0] };
         // Idle workers MaxClients keeps alive are trimmed; those of an engine that starts
-        // workers on demand, far below MaxClients (`starting`), are the spare floor's, which
-        // a lower MaxClients would not remove -- it would only cap the next burst.
+        // workers on demand, far below MaxClients (`starting`), or that it keeps as spares
+        // (MinSpare), are the spare floor's, which a lower MaxClients would not remove -- it
+        // would only cap the next burst.
+        let spare = current.get(MIN_SPARE).unwrap_or(0) as f64;
         let trim = !starting
             && m.accept_queue_wait_s <= 0.0
-            && m.idle_workers > self.p.idle_share * m.busy_workers;
+            && m.idle_workers - spare > self.p.idle_share * m.busy_workers;
         self.trim_run = if trim { self.trim_run + 1 } else { 0 };
         if holding {
         } else if low < floor && m.cpu_util < self.p.cpu_saturated {
