@@ -11,6 +11,7 @@ mod common;
 mod fastcgi_peers;
 
 use common::*;
+use fastcgi_peers::mux::crc32;
 use fastcgi_peers::*;
 use std::time::{Duration, Instant};
 
@@ -87,25 +88,6 @@ fn answer(c: &mut Conn, s: &Server) -> Response {
 
 fn lines(r: &Response) -> Vec<String> {
     r.text().lines().map(str::to_string).collect()
-}
-
-/// crc32 (IEEE, as PHP's crc32b), to check an upload arrived whole.
-fn crc32(data: &[u8]) -> u32 {
-    let mut table = [0u32; 256];
-    for (i, t) in table.iter_mut().enumerate() {
-        let mut c = i as u32;
-        for _ in 0..8 {
-            c = if c & 1 != 0 {
-                0xEDB8_8320 ^ (c >> 1)
-            } else {
-                c >> 1
-            };
-        }
-        *t = c;
-    }
-    !data.iter().fold(!0u32, |c, &b| {
-        table[((c ^ b as u32) & 0xff) as usize] ^ (c >> 8)
-    })
 }
 
 #[test]

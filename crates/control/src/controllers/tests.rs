@@ -469,3 +469,30 @@ fn gearshift_raises_spare_workers_when_a_burst_outruns_the_forks() {
         "MaxClients cannot help: {m}"
     );
 }
+
+#[test]
+fn gearshift_answers_a_queue_blip_beside_the_optimum_gently() {
+    // 243 workers all started, a burst leaves 4 connections waiting 9 ms: a tenth more
+    // workers, not fast_growth (x1.5) as on the cliff.
+    let mut g = build("gearshift", None).unwrap();
+    let blip = Measurement {
+        interval_s: 1.0,
+        pages: 1000,
+        completions: 1000,
+        mean_rt_s: 0.012,
+        accept_queue_wait_s: 0.009,
+        accept_queue_len: 4.0,
+        busy_workers: 184.0,
+        idle_workers: 59.0,
+        cpu_util: 0.4,
+        ..Measurement::default()
+    };
+    let out = g.step(T, &blip, &mc(243)).get(MAX_CLIENTS).unwrap();
+    let p = defaults::gearshift::PERTURBATION;
+    let fm = defaults::gearshift::FLOOR_MARGIN;
+    assert!(out > 243, "grows: {out}");
+    assert!(
+        out as f64 <= 243.0 * (1.0 + fm) * (1.0 + p) + 1.0,
+        "gently: {out}"
+    );
+}

@@ -104,7 +104,7 @@ impl Drop for PyMux {
     }
 }
 
-/// crc32 (IEEE, as Python's zlib.crc32), to check bodies arrived whole.
+/// crc32 (IEEE, as Python's zlib.crc32 and PHP's crc32b), to check bodies arrived whole.
 pub fn crc32(data: &[u8]) -> u32 {
     let mut table = [0u32; 256];
     for (i, t) in table.iter_mut().enumerate() {
