@@ -71,7 +71,8 @@ pub struct UpstreamConfig {
     pub total_timeout_ms: u64,
     /// Idle keep-alive connections kept per server (per process; per event loop for the
     /// requests the event engine proxies in its loops, as nginx keeps them per worker);
-    /// 0 = none.
+    /// 0 = none. An event loop closes the excess once unused for a sweep tick (100 ms), so
+    /// a burst of more clients than this does not close and reopen connections.
     pub keepalive: usize,
     /// An idle connection older than this is closed rather than reused.
     pub keepalive_timeout_ms: u64,

@@ -86,6 +86,7 @@ impl Worker {
                     connecting: !done,
                     hup: false,
                     idle_until: 0,
+                    idle_since: 0,
                 });
                 Ok((key, done))
             });
@@ -367,12 +368,14 @@ impl Worker {
         ex.release(true);
     }
 
-    /// The sweep's part for the proxy: idle upstream connections past their time, and
+    /// The sweep's part for the proxy: idle upstream connections past their time or beyond
+    /// `keepalive` and unused for a tick, and
     /// exchanges whose upstream did not progress in time (504 before an answer, else the
     /// answer is cut and the client connection closed).
     pub(super) fn proxy_sweep(&mut self, svc: &Service) {
         let now = self.w.now_ms;
         self.ups.expire(now);
+        self.ups.trim(now, super::TICK_MS as u64);
         let due: Vec<usize> = self
             .exchanges
             .0
