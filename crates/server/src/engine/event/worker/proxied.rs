@@ -9,7 +9,7 @@
 //! not read (`Exchange::paused`), and reading resumes once the client's socket drains.
 //! Timeouts come from the loop's sweep (`proxy_sweep`).
 
-use super::upstreams::{connect, UpConn, UPSTREAM};
+use super::upstreams::{connect, recv, UpConn, UPSTREAM};
 use super::Worker;
 use crate::dynamic::proxy::{Exchange, Fed, Retry};
 use crate::dynamic::Route;
@@ -117,9 +117,7 @@ impl Worker {
             // Idle: the upstream closed it (or sent what nobody asked for). A stale event
             // finds nothing to read and keeps it.
             let mut probe = [0u8; 1];
-            if flags.intersects(readable)
-                && rustix::io::read(u.fd.as_fd(), &mut probe) != Err(Errno::AGAIN)
-            {
+            if flags.intersects(readable) && recv(u.fd.as_fd(), &mut probe) != Err(Errno::AGAIN) {
                 self.ups.drop_conn(key);
             }
             return;
@@ -178,7 +176,7 @@ impl Worker {
             let Some(u) = ex.conn.and_then(|key| self.ups.conns.get(key)) else {
                 return;
             };
-            let r = rustix::io::read(u.fd.as_fd(), &mut self.buf);
+            let r = recv(u.fd.as_fd(), &mut self.buf);
             let drained = !u.hup && matches!(r, Ok(n) if n < self.buf.len());
             let date = self.w.date.get();
             let fed = match r {
