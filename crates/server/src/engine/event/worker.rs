@@ -226,9 +226,11 @@ impl Worker {
                 continue;
             }
             self.shared.counters.connection();
+            let mut session = Session::new(svc, peer, self.w.now_ms);
+            session.proxy_in_loop = true;
             entry.insert(Connection {
                 fd,
-                session: Session::new(svc, peer, self.w.now_ms),
+                session,
                 pending: Batch::default(),
                 read_stalled: false,
                 lingering: false,
