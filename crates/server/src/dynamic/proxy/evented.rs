@@ -292,9 +292,7 @@ impl Exchange {
                     return Fed::Bad;
                 }
                 Parsed::Done(rh) => {
-                    let fields: Vec<(&[u8], &[u8])> =
-                        rh.fields.iter().map(|(k, v)| (&k[..], &v[..])).collect();
-                    self.enc.head(rh.status, &fields, rh.length, date, out);
+                    self.enc.head(rh.status, &rh.fields, rh.length, date, out);
                     self.body = Some(Body {
                         kind: rh.body,
                         left: match rh.body {

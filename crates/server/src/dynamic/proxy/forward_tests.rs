@@ -40,6 +40,38 @@ fn request_drops_hop_by_hop_and_adds_forwarding_fields() {
 }
 
 #[test]
+fn forwarding_lists_keep_every_earlier_field_and_name_the_client_exactly() {
+    let head = parse_head(
+        b"GET / HTTP/1.1\r\nHost: a\r\nX-Forwarded-For: 1.1.1.1\r\nX-Forwarded-For: \r\nx-forwarded-for: 2.2.2.2, 3.3.3.3\r\nForwarded: for=x\r\nForwarded: for=y\r\n\r\n",
+        &Limits::default(),
+    )
+    .unwrap()
+    .unwrap();
+    for (remote, xff, fwd) in [
+        ("0.0.0.0:1", "0.0.0.0", "for=0.0.0.0"),
+        ("255.10.9.100:1", "255.10.9.100", "for=255.10.9.100"),
+        ("[2001:db8::1]:1", "2001:db8::1", "for=\"[2001:db8::1]\""),
+    ] {
+        let s = request_head(
+            &head,
+            remote.parse().unwrap(),
+            "127.0.0.1:9".parse().unwrap(),
+        );
+        let s = String::from_utf8(s).unwrap();
+        let want = format!("X-Forwarded-For: 1.1.1.1, 2.2.2.2, 3.3.3.3, {xff}\r\n");
+        assert!(s.contains(&want), "{s}");
+        let want = format!("Forwarded: for=x, for=y, {fwd};proto=http\r\n");
+        assert!(s.contains(&want), "{s}");
+        let lines = |name: &str| s.split("\r\n").filter(|l| l.starts_with(name)).count();
+        assert_eq!(
+            (lines("X-Forwarded-For:"), lines("Forwarded:")),
+            (1, 1),
+            "{s}"
+        );
+    }
+}
+
+#[test]
 fn request_normalises_target_host_and_framing() {
     let s = forwarded(b"GET http://ex.org/p?q HTTP/1.1\r\nHost: ex.org\r\n\r\n");
     assert!(
@@ -56,7 +88,7 @@ fn request_normalises_target_host_and_framing() {
     assert_eq!(s.matches("chunked").count(), 1);
 }
 
-fn done(raw: &[u8], head_req: bool) -> ResponseHead {
+fn done(raw: &[u8], head_req: bool) -> ResponseHead<'_> {
     match parse_response(raw, head_req) {
         Parsed::Done(h) => h,
         other => panic!("{other:?}"),

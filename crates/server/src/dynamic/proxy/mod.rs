@@ -405,18 +405,18 @@ impl Upstream {
                 Parsed::Done(rh) => break rh,
             }
         };
-        let fields: Vec<(&[u8], &[u8])> = rh.fields.iter().map(|(k, v)| (&k[..], &v[..])).collect();
-        out.head(rh.status, &fields, rh.length);
-        let mut pos = rh.len;
-        let mut left = match rh.body {
+        out.head(rh.status, &rh.fields, rh.length);
+        // What the body needs, so the fields (borrowed from buf) go before buf is read into.
+        let (kind, reusable, mut pos) = (rh.body, rh.reusable, rh.len);
+        let mut left = match kind {
             BodyKind::Length(n) => n,
             _ => u64::MAX,
         };
         let mut decoder =
-            (rh.body == BodyKind::Chunked).then(|| BodyDecoder::new(Framing::Chunked, u64::MAX));
+            (kind == BodyKind::Chunked).then(|| BodyDecoder::new(Framing::Chunked, u64::MAX));
         let mut clean = true;
         let ended = loop {
-            if rh.body == BodyKind::None || left == 0 {
+            if kind == BodyKind::None || left == 0 {
                 clean = filled == pos;
                 break true;
             }
@@ -453,7 +453,7 @@ impl Upstream {
                 continue;
             }
             match read_within(s, buf, io_ms, deadline, shared, out.fd()) {
-                Ok(0) if rh.body == BodyKind::Close => {
+                Ok(0) if kind == BodyKind::Close => {
                     clean = false;
                     break true;
                 }
@@ -470,7 +470,7 @@ impl Upstream {
             tracing::warn!(target: "proxy", upstream = %self.cfg.name, "response body cut short");
             out.broken = true;
         }
-        done(finish(out), ended, ended && clean && rh.reusable)
+        done(finish(out), ended, ended && clean && reusable)
     }
 }
 
