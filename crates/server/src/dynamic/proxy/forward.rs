@@ -6,11 +6,13 @@
 //! and Forwarded (RFC 7239). Responses: the upstream's head is parsed with httparse, its
 //! framing resolved as strictly as a request's (Content-Length with Transfer-Encoding or
 //! several Content-Lengths are a 502, never guessed at), and hop-by-hop, framing, Date and
-//! Server fields are left out because `Out` writes its own.
+//! Server fields are left out because `Out` writes its own. Both directions get this
+//! proxy's `Via` (RFC 9110 §7.6.3) after the ones they carry, unless `[proxy] via = false`.
 
 use gearshift_http::body::FramingFields;
 use gearshift_http::parse::list_elements;
 use gearshift_http::{Framing, RequestHead, Version};
+use std::borrow::Cow;
 use std::io::Write;
 use std::mem::MaybeUninit;
 use std::net::{IpAddr, SocketAddr};
@@ -43,7 +45,12 @@ fn is_hop(name: &[u8], connection: &[&[u8]]) -> bool {
 
 /// The request head sent upstream for `head` from the client at `peers.remote`; `fallback`
 /// is the Host used when the client sent none (HTTP/1.0).
-pub fn request_head(head: &RequestHead, remote: SocketAddr, fallback: SocketAddr) -> Vec<u8> {
+pub fn request_head(
+    head: &RequestHead,
+    remote: SocketAddr,
+    fallback: SocketAddr,
+    via: bool,
+) -> Vec<u8> {
     let mut b = Vec::with_capacity(512 + head.head_len);
     b.extend_from_slice(head.method_raw);
     b.push(b' ');
@@ -85,6 +92,7 @@ pub fn request_head(head: &RequestHead, remote: SocketAddr, fallback: SocketAddr
             // Written below, with the client added.
             || n.eq_ignore_ascii_case(b"x-forwarded-for")
             || n.eq_ignore_ascii_case(b"forwarded")
+            || (via && n.eq_ignore_ascii_case(b"via"))
         {
             continue;
         }
@@ -108,6 +116,12 @@ pub fn request_head(head: &RequestHead, remote: SocketAddr, fallback: SocketAddr
         write_ip(&mut b, remote.ip());
     }
     b.extend_from_slice(b";proto=http\r\n");
+    if via {
+        b.extend_from_slice(b"Via: ");
+        earlier_elements(&mut b, head, b"via");
+        b.extend_from_slice(via_of(head.version));
+        b.extend_from_slice(b"\r\n");
+    }
     match head.framing {
         Framing::None => {}
         Framing::Length(n) => b.extend_from_slice(format!("Content-Length: {n}\r\n").as_bytes()),
@@ -115,6 +129,26 @@ pub fn request_head(head: &RequestHead, remote: SocketAddr, fallback: SocketAddr
     }
     b.extend_from_slice(b"\r\n");
     b
+}
+
+/// This hop's Via element for a message received as `version`: received-protocol and a
+/// pseudonym, the Server name (`defaults::SERVER`; a test keeps them equal).
+fn via_of(version: Version) -> &'static [u8] {
+    match version {
+        Version::Http10 => b"1.0 gearshift",
+        Version::Http11 => b"1.1 gearshift",
+    }
+}
+
+/// `fields` with this proxy's Via (`ResponseHead::via`) last, for `Framer::head`.
+pub fn with_via<'f>(
+    mut fields: Vec<(&'f [u8], &'f [u8])>,
+    via: &'f Option<Cow<'static, [u8]>>,
+) -> Vec<(&'f [u8], &'f [u8])> {
+    if let Some(v) = via {
+        fields.push((b"Via", v));
+    }
+    fields
 }
 
 /// The values of the client's `name` fields, each followed by ", " (empty ones skipped).
@@ -174,6 +208,9 @@ pub struct ResponseHead<'a> {
     pub reusable: bool,
     /// Bytes of the head (what follows is body).
     pub len: usize,
+    /// The Via field to send (the upstream's elements, then ours) when `via` is on; the
+    /// upstream's Via fields are then not in `fields`. Borrowed unless the upstream sent one.
+    pub via: Option<Cow<'static, [u8]>>,
 }
 
 /// What `parse_response` found.
@@ -186,8 +223,9 @@ pub enum Parsed<'a> {
     Bad(&'static str),
 }
 
-/// Parse an upstream response head from `buf`; `head_request` means no body follows.
-pub fn parse_response(buf: &[u8], head_request: bool) -> Parsed<'_> {
+/// Parse an upstream response head from `buf`; `head_request` means no body follows;
+/// `via`: add this proxy's Via.
+pub fn parse_response(buf: &[u8], head_request: bool, via: bool) -> Parsed<'_> {
     let mut fields = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_RESPONSE_FIELDS];
     let mut r = httparse::Response::new(&mut []);
     let config = httparse::ParserConfig::default();
@@ -222,7 +260,8 @@ pub fn parse_response(buf: &[u8], head_request: bool) -> Parsed<'_> {
         .iter()
         .any(|c| list_elements(c).any(|t| t.eq_ignore_ascii_case(b"close")));
     let mut framing = FramingFields::default();
-    let mut out = Vec::with_capacity(r.headers.len());
+    let mut out = Vec::with_capacity(r.headers.len() + 1);
+    let mut earlier: Option<Vec<u8>> = None;
     for h in r.headers.iter() {
         let n = h.name.as_bytes();
         if n.eq_ignore_ascii_case(b"content-length") {
@@ -232,6 +271,14 @@ pub fn parse_response(buf: &[u8], head_request: bool) -> Parsed<'_> {
         if n.eq_ignore_ascii_case(b"transfer-encoding") {
             if framing.transfer_encoding(h.value).is_err() {
                 return Parsed::Bad("invalid Transfer-Encoding");
+            }
+            continue;
+        }
+        if via && n.eq_ignore_ascii_case(b"via") {
+            if !h.value.is_empty() {
+                let list = earlier.get_or_insert_with(Vec::new);
+                list.extend_from_slice(h.value);
+                list.extend_from_slice(b", ");
             }
             continue;
         }
@@ -261,7 +308,16 @@ pub fn parse_response(buf: &[u8], head_request: bool) -> Parsed<'_> {
         (Framing::Chunked, _) => BodyKind::Chunked,
         _ => BodyKind::Close,
     };
+    let ours = via_of(version);
+    let via = via.then(|| match earlier {
+        Some(mut list) => {
+            list.extend_from_slice(ours);
+            Cow::Owned(list)
+        }
+        None => Cow::Borrowed(ours),
+    });
     Parsed::Done(ResponseHead {
+        via,
         status,
         fields: out,
         reusable: !close && version == Version::Http11 && body != BodyKind::Close,
