@@ -17,7 +17,8 @@ use std::io::Write;
 use std::mem::MaybeUninit;
 use std::net::{IpAddr, SocketAddr};
 
-/// Fields that belong to one connection, never forwarded in either direction.
+/// Fields that belong to one connection, never forwarded in either direction (their
+/// lengths: 2, 7, 10, 16, 17, 18, 19; `is_hop` relies on them).
 const HOP_BY_HOP: &[&str] = &[
     "connection",
     "keep-alive",
@@ -34,10 +35,12 @@ const HOP_BY_HOP: &[&str] = &[
 const MAX_RESPONSE_FIELDS: usize = 128;
 
 /// Whether `name` must not be forwarded, given the Connection field values of its message.
+/// (Names are compared only against the hop-by-hop names of their length.)
 fn is_hop(name: &[u8], connection: &[&[u8]]) -> bool {
-    HOP_BY_HOP
-        .iter()
-        .any(|h| name.eq_ignore_ascii_case(h.as_bytes()))
+    matches!(name.len(), 2 | 7 | 10 | 16 | 17 | 18 | 19)
+        && HOP_BY_HOP
+            .iter()
+            .any(|h| name.eq_ignore_ascii_case(h.as_bytes()))
         || connection
             .iter()
             .any(|c| list_elements(c).any(|token| token.eq_ignore_ascii_case(name)))

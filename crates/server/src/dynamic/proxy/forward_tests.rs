@@ -218,3 +218,13 @@ fn the_via_pseudonym_is_the_server_name() {
     let ours = String::from_utf8(via_of(Version::Http11).to_vec()).unwrap();
     assert_eq!(ours, format!("1.1 {}", crate::defaults::SERVER));
 }
+
+#[test]
+fn every_hop_by_hop_name_is_recognised_in_any_case() {
+    for h in HOP_BY_HOP {
+        assert!(is_hop(h.as_bytes(), &[]), "{h}");
+        assert!(is_hop(h.to_ascii_uppercase().as_bytes(), &[]), "{h}");
+    }
+    assert!(!is_hop(b"x-keep", &[]));
+    assert!(is_hop(b"X-Named", &[b"close, x-named"]));
+}
