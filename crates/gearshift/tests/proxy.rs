@@ -65,6 +65,46 @@ fn heads_are_rewritten_both_ways() {
 }
 
 #[test]
+fn via_names_the_proxy_after_earlier_hops_both_ways_unless_turned_off() {
+    // RFC 9110 §7.6.3: received-protocol (the version of the message as received) and a
+    // pseudonym, appended to the Via list the message already carries.
+    let up = Upstream::start(|r| {
+        let via = if r.head.contains("/chain") {
+            "Via: 1.0 origin-cache\r\n"
+        } else {
+            ""
+        };
+        format!("HTTP/1.1 200 OK\r\n{via}Content-Length: 2\r\n\r\nhi").into_bytes()
+    });
+    let p = proxy(&[up.addr.to_string()], "", "");
+    let r = p.request("GET /plain HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(
+        (r.status, r.header_all("Via")),
+        (200, vec!["1.1 gearshift"])
+    );
+    let r = p.request("GET /chain HTTP/1.1\r\nHost: t\r\nVia: 1.1 client-proxy\r\n\r\n");
+    assert_eq!(r.header_all("Via"), ["1.0 origin-cache, 1.1 gearshift"]);
+    let r = p.request("GET /old HTTP/1.0\r\n\r\n");
+    assert_eq!(r.header_all("Via"), ["1.1 gearshift"]);
+    let seen = up.requests();
+    assert_eq!(seen[0].header_all("Via"), ["1.1 gearshift"]);
+    assert_eq!(
+        seen[1].header_all("Via"),
+        ["1.1 client-proxy, 1.1 gearshift"]
+    );
+    assert_eq!(seen[2].header_all("Via"), ["1.0 gearshift"]);
+
+    let off = proxy(&[up.addr.to_string()], "", "[proxy]\nvia = false");
+    let r = off.request("GET /chain HTTP/1.1\r\nHost: t\r\nVia: 1.1 client-proxy\r\n\r\n");
+    assert_eq!(
+        (r.status, r.header_all("Via")),
+        (200, vec!["1.0 origin-cache"])
+    );
+    let seen = up.requests();
+    assert_eq!(seen.last().unwrap().header_all("Via"), ["1.1 client-proxy"]);
+}
+
+#[test]
 fn upstream_connections_are_kept_alive_and_closed_ones_replaced() {
     let up = Upstream::start(|r| {
         let close = if r.head.contains("/then-close") {

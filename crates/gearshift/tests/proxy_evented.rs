@@ -4,7 +4,8 @@
 //! reading it while the client's output waits) while the same loop keeps answering other
 //! clients; an upstream closing a pooled connection is noticed by its event and the
 //! connection dropped at once, not at its next use; pipelined requests are proxied one
-//! after the other.
+//! after the other; the access log names the client's request (the loop parses its head
+//! again only for the log).
 
 mod common;
 
@@ -17,11 +18,16 @@ use std::time::Duration;
 
 /// A proxy (one loop) routing everything to `upstream`.
 fn proxy(upstream: std::net::SocketAddr) -> Server {
+    proxy_with(upstream, &[])
+}
+
+fn proxy_with(upstream: std::net::SocketAddr, extra: &[&str]) -> Server {
     let (dir, cfg) = config_file(&format!(
         "listen = \"127.0.0.1:0\"\nworkers = 1\n[[proxy.upstream]]\nname = \"app\"\nservers = [\"{upstream}\"]\n[[proxy.route]]\nprefix = \"/\"\nupstream = \"app\"\n"
     ));
     let root = TempDir::new("proxy-root");
-    let args: Vec<String> = vec!["serve".into(), root.str(), "--config".into(), cfg];
+    let mut args: Vec<String> = vec!["serve".into(), root.str(), "--config".into(), cfg];
+    args.extend(extra.iter().map(|a| a.to_string()));
     let mut s = launch(&args, &[], None).unwrap_or_else(|e| panic!("proxy did not start: {e:?}"));
     s.keep = vec![dir, root];
     s
@@ -208,4 +214,42 @@ fn pipelined_requests_are_proxied_in_order_on_one_upstream_connection() {
     assert!(paths[0].starts_with("GET /first "), "{paths:?}");
     assert!(paths[1].starts_with("HEAD /second "), "{paths:?}");
     assert!(paths[2].starts_with("GET /third "), "{paths:?}");
+}
+
+#[test]
+fn proxied_requests_are_in_the_access_log() {
+    // The loop parses a proxied head a second time only to log it: with the log on, the
+    // line names the client's request (not the forwarded one) and the upstream's status.
+    let up = Upstream::start(|r| {
+        let status = if r.head.starts_with("GET /missing") {
+            404
+        } else {
+            200
+        };
+        format!("HTTP/1.1 {status} X\r\nContent-Length: 3\r\n\r\nabc").into_bytes()
+    });
+    let p = proxy_with(
+        up.addr,
+        &["--access-log", "stdout", "--log-format", "combined"],
+    );
+    let mut c = p.conn();
+    c.send(b"GET /logged?x=1 HTTP/1.1\r\nHost: t\r\nUser-Agent: agent-7\r\n\r\n");
+    assert_eq!(c.response().text(), "abc");
+    c.send(b"GET /missing HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(c.response().status, 404);
+    let lines = poll(Duration::from_secs(10), || {
+        let l = p.stdout_lines();
+        (l.iter().filter(|l| l.contains("\"GET /")).count() >= 2).then_some(l)
+    })
+    .unwrap_or_else(|| panic!("no access log lines: {:?}", p.stdout_lines()));
+    let logged = lines
+        .iter()
+        .find(|l| l.contains("\"GET /logged?x=1 HTTP/1.1\" 200 3"));
+    assert!(logged.is_some_and(|l| l.contains("agent-7")), "{lines:?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("\"GET /missing HTTP/1.1\" 404 3")),
+        "{lines:?}"
+    );
 }

@@ -216,4 +216,8 @@ pub mod proxy {
     pub const MAX_RESPONSE_HEAD: usize = 16 * 1024;
     /// Bytes moved per read in either direction (nginx `proxy_buffers 8 8k` hold 64 KiB).
     pub const CHUNK: usize = 64 * 1024;
+    /// Add `Via` to forwarded requests and responses: RFC 9110 §7.6.3, "A proxy MUST send
+    /// an appropriate Via header field". (nginx sends none unless told; Apache's `ProxyVia`
+    /// is Off by default.)
+    pub const VIA: bool = true;
 }

@@ -166,8 +166,12 @@ impl Batch {
         if more {
             flags |= SendFlags::MORE;
         }
-        let sent =
-            rustix::net::sendmsg(sock, &iov[..n], &mut SendAncillaryBuffer::default(), flags)?;
+        // One piece (a proxied answer's head and body share the scratch arena): sendto,
+        // which spares the kernel copying in a msghdr and an iovec array.
+        let sent = match n {
+            1 => rustix::net::send(sock, &iov[0], flags)?,
+            _ => rustix::net::sendmsg(sock, &iov[..n], &mut SendAncillaryBuffer::default(), flags)?,
+        };
         self.consume(sent as u64);
         Ok(sent as u64)
     }

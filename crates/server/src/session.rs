@@ -96,16 +96,21 @@ pub struct Session {
     head_us: u64,
     /// Answers queued but not yet written (boxed: idle connections stay small).
     unwritten: Option<Box<Unwritten>>,
+    /// The engine runs proxied requests without a body itself (the event loop): `process`
+    /// prepares their exchange (`DynamicRequest::exchange`).
+    pub proxy_in_loop: bool,
 }
 
 /// What a dynamic exchange needs from the session besides the socket and the input that
 /// followed the head (body bytes already read and maybe pipelined requests): the raw head
 /// (parsed again by the exchange, as the input buffer moves on) and when it was read. The
 /// body framing, keep-alive state and peer address come from the head and the session.
-#[derive(Clone, Debug)]
 pub struct DynamicRequest {
     pub head: Vec<u8>,
     seen: Seen,
+    /// A proxied request without a body, prepared for the event loop to run while its
+    /// head was at hand (`Session::proxy_in_loop`), so the loop need not parse it again.
+    pub exchange: Option<Box<crate::dynamic::proxy::Exchange>>,
 }
 
 /// Start times of answers queued but not yet written, and where to count them once they
@@ -206,6 +211,7 @@ impl Session {
             dynamic: None,
             head_us: 0,
             unwritten: None,
+            proxy_in_loop: false,
         }
     }
 
@@ -233,9 +239,11 @@ impl Session {
                 Event::NeedMore => return (pos, Stop::NeedInput),
                 Event::BodyData(_) => {}
                 Event::Head(head) if svc.is_dynamic(&head) => {
+                    let seen = self.current();
                     self.dynamic = Some(Box::new(DynamicRequest {
                         head: input[pos - n..pos].to_vec(),
-                        seen: self.current(),
+                        exchange: self.in_loop_exchange(&head, seen, svc, w),
+                        seen,
                     }));
                     return (pos, Stop::Dynamic);
                 }
@@ -299,6 +307,7 @@ impl Session {
                     self.dynamic = Some(Box::new(DynamicRequest {
                         head: input[pos - n..pos].to_vec(),
                         seen: self.current(),
+                        exchange: None,
                     }));
                     return (pos, Stop::Dynamic);
                 }
@@ -432,7 +441,26 @@ impl Session {
                 svc_us,
             );
         }
-        self.log_answer(head, seen, outcome, keep_alive, w);
+        self.log_answer(Some(head), seen, outcome, keep_alive, w);
+    }
+
+    /// The exchange the event loop runs for `head`, if it is proxied and has no body.
+    fn in_loop_exchange(
+        &self,
+        head: &RequestHead,
+        seen: Seen,
+        svc: &Service,
+        w: &WorkerCtx,
+    ) -> Option<Box<crate::dynamic::proxy::Exchange>> {
+        let proxy = svc.proxy.as_ref().filter(|_| self.proxy_in_loop)?;
+        if svc.route(head) != crate::dynamic::Route::Proxy {
+            return None;
+        }
+        let keep_alive =
+            head.keep_alive && !w.draining && seen.seq < svc.config.http.keepalive_requests;
+        proxy
+            .evented(head, self.peer, keep_alive, w.now_ms)
+            .map(Box::new)
     }
 
     /// The dynamic request reported by the last `Stop::Dynamic`.
@@ -466,9 +494,10 @@ impl Session {
 
     /// Count and log a dynamic request answered (and completely written) by an exchange that
     /// started at `exchange_us` (`metrics::now_us`); `keep_alive` false closes the connection.
+    /// `head` is only needed for the access log (the event loop parses it only then).
     pub fn finish_dynamic(
         &mut self,
-        head: &RequestHead,
+        head: Option<&RequestHead>,
         req: &DynamicRequest,
         outcome: respond::Outcome,
         keep_alive: bool,
@@ -489,14 +518,14 @@ impl Session {
 
     fn log_answer(
         &mut self,
-        head: &RequestHead,
+        head: Option<&RequestHead>,
         seen: Seen,
         outcome: respond::Outcome,
         keep_alive: bool,
         w: &mut WorkerCtx,
     ) {
         w.requests += 1;
-        if let Some(log) = &mut w.log {
+        if let (Some(log), Some(head)) = (&mut w.log, head) {
             log.log(&Record {
                 remote: self.peer,
                 time_unix: w.date.second(),

@@ -134,7 +134,7 @@ pub fn exchange(
     w.now_ms = shared.now_ms();
     w.date.update(unix_now());
     session.http.response_done(w.now_ms);
-    session.finish_dynamic(&head, &req, outcome, in_sync, exchange_us, w);
+    session.finish_dynamic(Some(&head), &req, outcome, in_sync, exchange_us, w);
 }
 
 /// Route `head` to its handler; local redirects of CGI (and FastCGI) come back here (at most

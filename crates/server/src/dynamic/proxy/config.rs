@@ -8,7 +8,7 @@ use crate::defaults::proxy as d;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 
-#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct ProxyConfig {
     /// Routes, tried in order: the first whose host and prefix match wins.
@@ -16,6 +16,19 @@ pub struct ProxyConfig {
     pub routes: Vec<RouteConfig>,
     #[serde(rename = "upstream")]
     pub upstreams: Vec<UpstreamConfig>,
+    /// Add `Via: 1.1 gearshift` (the received version) to forwarded requests and
+    /// responses, after any Via they carry.
+    pub via: bool,
+}
+
+impl Default for ProxyConfig {
+    fn default() -> Self {
+        ProxyConfig {
+            routes: Vec::new(),
+            upstreams: Vec::new(),
+            via: d::VIA,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -71,7 +84,8 @@ pub struct UpstreamConfig {
     pub total_timeout_ms: u64,
     /// Idle keep-alive connections kept per server (per process; per event loop for the
     /// requests the event engine proxies in its loops, as nginx keeps them per worker);
-    /// 0 = none.
+    /// 0 = none. An event loop closes the excess once unused for a sweep tick (100 ms), so
+    /// a burst of more clients than this does not close and reopen connections.
     pub keepalive: usize,
     /// An idle connection older than this is closed rather than reused.
     pub keepalive_timeout_ms: u64,

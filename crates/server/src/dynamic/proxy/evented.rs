@@ -121,7 +121,7 @@ impl Proxy {
             t => now_ms + t,
         };
         Some(Exchange {
-            req: forward::request_head(head, remote, up.addrs[0]),
+            req: forward::request_head(head, remote, up.addrs[0], up.via),
             up,
             sent: 0,
             request: None,
@@ -276,7 +276,7 @@ impl Exchange {
         partial: &mut Vec<u8>,
     ) -> Fed {
         loop {
-            match forward::parse_response(input, self.enc.head_only()) {
+            match forward::parse_response(input, self.enc.head_only(), self.up.via) {
                 Parsed::Partial if input.len() >= MAX_RESPONSE_HEAD => {
                     tracing::warn!(target: "proxy", upstream = %self.up.cfg.name, "response head too large");
                     return Fed::Bad;
@@ -291,9 +291,9 @@ impl Exchange {
                     tracing::warn!(target: "proxy", upstream = %self.up.cfg.name, "bad response: {why}");
                     return Fed::Bad;
                 }
-                Parsed::Done(rh) => {
-                    let fields: Vec<(&[u8], &[u8])> =
-                        rh.fields.iter().map(|(k, v)| (&k[..], &v[..])).collect();
+                Parsed::Done(mut rh) => {
+                    let via = rh.via.take();
+                    let fields = forward::with_via(std::mem::take(&mut rh.fields), &via);
                     self.enc.head(rh.status, &fields, rh.length, date, out);
                     self.body = Some(Body {
                         kind: rh.body,

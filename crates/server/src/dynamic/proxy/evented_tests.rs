@@ -20,6 +20,7 @@ fn proxy(servers: &[&str]) -> Proxy {
                 .collect(),
             ..Default::default()
         }],
+        ..Default::default()
     };
     Proxy::new(&cfg, None).unwrap()
 }

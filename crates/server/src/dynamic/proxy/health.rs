@@ -76,7 +76,7 @@ fn probe(addr: SocketAddr, up: &Upstream) -> bool {
             Ok(0) | Err(_) => return false,
             Ok(n) => filled += n,
         }
-        match parse_response(&buf[..filled], true) {
+        match parse_response(&buf[..filled], true, false) {
             Parsed::Done(h) => return (200..400).contains(&h.status),
             Parsed::Interim(n) => {
                 buf.copy_within(n..filled, 0);

@@ -63,6 +63,9 @@ struct Rule {
 /// One upstream pool: its servers, balancing state and idle connections.
 pub struct Upstream {
     cfg: UpstreamConfig,
+    /// `[proxy] via` (kept per pool so both proxy paths see it; a reload that changes it
+    /// builds new pools).
+    via: bool,
     addrs: Vec<SocketAddr>,
     balancer: Mutex<Balancer>,
     pool: Pool,
@@ -110,9 +113,9 @@ impl Proxy {
             .enumerate()
             .map(|(n, u)| {
                 previous
-                    .and_then(|p| p.upstreams.iter().find(|o| o.cfg == *u))
+                    .and_then(|p| p.upstreams.iter().find(|o| o.cfg == *u && o.via == cfg.via))
                     .cloned()
-                    .unwrap_or_else(|| Arc::new(Upstream::new(u, n as u64)))
+                    .unwrap_or_else(|| Arc::new(Upstream::new(u, n as u64, cfg.via)))
             })
             .collect();
         let routes = cfg
@@ -176,7 +179,7 @@ fn strip_port(h: &[u8]) -> &[u8] {
 }
 
 impl Upstream {
-    fn new(cfg: &UpstreamConfig, seed: u64) -> Upstream {
+    fn new(cfg: &UpstreamConfig, seed: u64, via: bool) -> Upstream {
         let weights: Vec<u32> = cfg.servers.iter().map(|s| s.weight()).collect();
         Upstream {
             addrs: cfg
@@ -193,6 +196,7 @@ impl Upstream {
             )),
             pool: Pool::new(cfg.keepalive, cfg.keepalive_timeout_ms),
             cfg: cfg.clone(),
+            via,
             epoch: Instant::now(),
             health_pid: AtomicU32::new(0),
         }
@@ -209,7 +213,7 @@ impl Upstream {
 
     fn serve(&self, head: &RequestHead, peers: Peers, body: &mut BodyIn, out: &mut Out) -> Outcome {
         let shared = out.shared();
-        let req = forward::request_head(head, peers.remote, self.addrs[0]);
+        let req = forward::request_head(head, peers.remote, self.addrs[0], self.via);
         let idempotent = matches!(
             head.method,
             Method::Get
@@ -378,7 +382,7 @@ impl Upstream {
         };
         // The response head.
         let mut filled = 0;
-        let rh = loop {
+        let mut rh = loop {
             match read_within(s, &mut buf[filled..], io_ms, deadline, shared, out.fd()) {
                 Ok(0) => return early(false),
                 Ok(n) => filled += n,
@@ -388,7 +392,7 @@ impl Upstream {
                 }
                 Err(e) => return early(is_timeout(&e)),
             }
-            match forward::parse_response(&buf[..filled], head.method == Method::Head) {
+            match forward::parse_response(&buf[..filled], head.method == Method::Head, self.via) {
                 Parsed::Partial if filled >= MAX_RESPONSE_HEAD => {
                     tracing::warn!(target: "proxy", upstream = %self.cfg.name, "response head too large");
                     return failed(502, false);
@@ -405,18 +409,23 @@ impl Upstream {
                 Parsed::Done(rh) => break rh,
             }
         };
-        let fields: Vec<(&[u8], &[u8])> = rh.fields.iter().map(|(k, v)| (&k[..], &v[..])).collect();
-        out.head(rh.status, &fields, rh.length);
-        let mut pos = rh.len;
-        let mut left = match rh.body {
+        let via = rh.via.take();
+        out.head(
+            rh.status,
+            &forward::with_via(std::mem::take(&mut rh.fields), &via),
+            rh.length,
+        );
+        // What the body needs, so the fields (borrowed from buf) go before buf is read into.
+        let (kind, reusable, mut pos) = (rh.body, rh.reusable, rh.len);
+        let mut left = match kind {
             BodyKind::Length(n) => n,
             _ => u64::MAX,
         };
         let mut decoder =
-            (rh.body == BodyKind::Chunked).then(|| BodyDecoder::new(Framing::Chunked, u64::MAX));
+            (kind == BodyKind::Chunked).then(|| BodyDecoder::new(Framing::Chunked, u64::MAX));
         let mut clean = true;
         let ended = loop {
-            if rh.body == BodyKind::None || left == 0 {
+            if kind == BodyKind::None || left == 0 {
                 clean = filled == pos;
                 break true;
             }
@@ -453,7 +462,7 @@ impl Upstream {
                 continue;
             }
             match read_within(s, buf, io_ms, deadline, shared, out.fd()) {
-                Ok(0) if rh.body == BodyKind::Close => {
+                Ok(0) if kind == BodyKind::Close => {
                     clean = false;
                     break true;
                 }
@@ -470,7 +479,7 @@ impl Upstream {
             tracing::warn!(target: "proxy", upstream = %self.cfg.name, "response body cut short");
             out.broken = true;
         }
-        done(finish(out), ended, ended && clean && rh.reusable)
+        done(finish(out), ended, ended && clean && reusable)
     }
 }
 

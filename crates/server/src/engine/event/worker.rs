@@ -23,7 +23,7 @@ use slab::Slab;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use upstreams::{Exchanges, Upstreams, UPSTREAM};
+use upstreams::{recv, Exchanges, Upstreams, UPSTREAM};
 
 mod handoff;
 mod proxied;
@@ -226,9 +226,11 @@ impl Worker {
                 continue;
             }
             self.shared.counters.connection();
+            let mut session = Session::new(svc, peer, self.w.now_ms);
+            session.proxy_in_loop = true;
             entry.insert(Connection {
                 fd,
-                session: Session::new(svc, peer, self.w.now_ms),
+                session,
                 pending: Batch::default(),
                 read_stalled: false,
                 lingering: false,
@@ -309,7 +311,7 @@ impl Worker {
             let c = &mut self.conns[k];
             // Input: into the worker's shared buffer, unless a partial request is kept.
             let (n, cap) = if c.session.inbuf.is_empty() {
-                match rustix::io::read(c.fd.as_fd(), &mut self.buf) {
+                match recv(c.fd.as_fd(), &mut self.buf) {
                     Ok(n) => (n, self.buf.len()),
                     Err(Errno::INTR) => continue,
                     Err(Errno::AGAIN) => return,
@@ -319,7 +321,7 @@ impl Worker {
                 let inbuf = &mut c.session.inbuf;
                 let len = inbuf.len();
                 inbuf.resize(len + KEPT_READ, 0);
-                let r = rustix::io::read(c.fd.as_fd(), &mut inbuf[len..]);
+                let r = recv(c.fd.as_fd(), &mut inbuf[len..]);
                 inbuf.truncate(len + *r.as_ref().unwrap_or(&0));
                 match r {
                     Ok(n) => (n, KEPT_READ),
@@ -442,7 +444,7 @@ impl Worker {
     fn linger_read(&mut self, k: usize) {
         let fd = self.conns[k].fd.as_fd();
         loop {
-            match rustix::io::read(fd, &mut self.buf) {
+            match recv(fd, &mut self.buf) {
                 Ok(0) => return self.close(k),
                 Ok(_) | Err(Errno::INTR) => continue,
                 Err(Errno::AGAIN) => return,

@@ -9,10 +9,9 @@
 //! not read (`Exchange::paused`), and reading resumes once the client's socket drains.
 //! Timeouts come from the loop's sweep (`proxy_sweep`).
 
-use super::upstreams::{connect, UpConn, UPSTREAM};
+use super::upstreams::{connect, recv, UpConn, UPSTREAM};
 use super::Worker;
 use crate::dynamic::proxy::{Exchange, Fed, Retry};
-use crate::dynamic::Route;
 use crate::output::Flushed;
 use crate::service::Service;
 use gearshift_http::parse::parse_head;
@@ -30,27 +29,18 @@ impl Worker {
     /// (true), else it goes to the dynamic pool (false). `drained`: the client socket had
     /// no more input at the last read.
     pub(super) fn start_proxy(&mut self, k: usize, drained: bool, svc: &Service) -> bool {
-        let Some(proxy) = &svc.proxy else {
-            return false;
-        };
         let c = &mut self.conns[k];
-        let Some(req) = c.session.take_dynamic() else {
+        let Some(mut req) = c.session.take_dynamic() else {
             return false;
         };
-        let ex = match parse_head(&req.head, &svc.limits) {
-            Ok(Some(head)) if svc.route(&head) == Route::Proxy => {
-                let keep_alive = c.session.keep_alive_for(&head, &req, svc, &self.w);
-                proxy.evented(&head, c.session.peer, keep_alive, self.w.now_ms)
-            }
-            _ => None,
-        };
-        let Some(mut ex) = ex else {
+        // Prepared by `Session::process` while the head was parsed (`proxy_in_loop`).
+        let Some(mut ex) = req.exchange.take() else {
             c.session.restore_dynamic(req);
             return false;
         };
         ex.request = Some(req);
         c.read_stalled = !drained;
-        self.exchanges.set(k, Box::new(ex));
+        self.exchanges.set(k, ex);
         self.proxy_next(k, svc);
         true
     }
@@ -86,6 +76,7 @@ impl Worker {
                     connecting: !done,
                     hup: false,
                     idle_until: 0,
+                    idle_since: 0,
                 });
                 Ok((key, done))
             });
@@ -116,9 +107,7 @@ impl Worker {
             // Idle: the upstream closed it (or sent what nobody asked for). A stale event
             // finds nothing to read and keeps it.
             let mut probe = [0u8; 1];
-            if flags.intersects(readable)
-                && rustix::io::read(u.fd.as_fd(), &mut probe) != Err(Errno::AGAIN)
-            {
+            if flags.intersects(readable) && recv(u.fd.as_fd(), &mut probe) != Err(Errno::AGAIN) {
                 self.ups.drop_conn(key);
             }
             return;
@@ -177,7 +166,7 @@ impl Worker {
             let Some(u) = ex.conn.and_then(|key| self.ups.conns.get(key)) else {
                 return;
             };
-            let r = rustix::io::read(u.fd.as_fd(), &mut self.buf);
+            let r = recv(u.fd.as_fd(), &mut self.buf);
             let drained = !u.hup && matches!(r, Ok(n) if n < self.buf.len());
             let date = self.w.date.get();
             let fed = match r {
@@ -287,16 +276,21 @@ impl Worker {
         let keep = ex.keep_alive() && !ex.broken;
         c.session.http.response_done(now);
         let req = ex.request.take().expect("request");
-        match parse_head(&req.head, &svc.limits) {
-            Ok(Some(head)) => c.session.finish_dynamic(
-                &head,
+        // The head again only for the access log.
+        let parsed = match self.w.log {
+            Some(_) => parse_head(&req.head, &svc.limits).map_err(|_| ()),
+            None => Ok(None),
+        };
+        match parsed {
+            Ok(head) => c.session.finish_dynamic(
+                head.as_ref(),
                 &req,
                 ex.outcome(),
                 keep,
                 ex.started_us,
                 &mut self.w,
             ),
-            _ => c.session.close_after_write = true,
+            Err(()) => c.session.close_after_write = true,
         }
         if !c.pending.is_empty() {
             self.batch.move_into(&mut c.pending);
@@ -367,12 +361,14 @@ impl Worker {
         ex.release(true);
     }
 
-    /// The sweep's part for the proxy: idle upstream connections past their time, and
+    /// The sweep's part for the proxy: idle upstream connections past their time or beyond
+    /// `keepalive` and unused for a tick, and
     /// exchanges whose upstream did not progress in time (504 before an answer, else the
     /// answer is cut and the client connection closed).
     pub(super) fn proxy_sweep(&mut self, svc: &Service) {
         let now = self.w.now_ms;
         self.ups.expire(now);
+        self.ups.trim(now, super::TICK_MS as u64);
         let due: Vec<usize> = self
             .exchanges
             .0
