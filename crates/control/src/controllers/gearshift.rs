@@ -441,7 +441,13 @@ impl Controller for Gearshift {
                 let want = (m.busy_workers + m.accept_queue_len).min(2.0 * cur);
                 (cur * self.p.fast_growth).max(want).ln()
             };
-            self.wake();
+            if blip && self.rest.is_some() {
+                // Resting beside the optimum: step up and rest there (a new reference
+                // level), rather than restart the probing for a queue of a few.
+                self.rest = Some(Rest::new(1));
+            } else {
+                self.wake();
+            }
         } else if self.rest.is_some() {
             self.watch(m);
         } else {
