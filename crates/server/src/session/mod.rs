@@ -3,16 +3,16 @@
 //! a `Batch`, and the access log records each exchange. Every engine (event loop, threads,
 //! processes, pipeline) drives connections through this same code, so they serve alike.
 //! `process` does both halves at once; the pipeline engine calls them apart, on different
-//! threads: `frame` (read side: find complete requests) then `answer_framed` (handler side).
+//! threads: `frame` (read side: find complete requests) then `answer_framed` (handler side;
+//! both in session/framed.rs).
 //! A request routed to a dynamic handler (CGI, the work endpoint) is not answered here:
 //! both stop with `Stop::Dynamic` right after its head, and the engine runs
 //! `dynamic::exchange`, which streams the body and the response on the socket itself.
 
-use crate::accesslog::{self, Record};
+use crate::accesslog::Record;
 use crate::output::Batch;
 use crate::respond::{self, Ctx};
 use crate::service::Service;
-use gearshift_http::date::DateCache;
 use gearshift_http::parse::parse_head;
 use gearshift_http::{Conn, Event, Framing, Method, RequestHead, Version};
 use std::net::SocketAddr;
@@ -21,59 +21,10 @@ use std::net::SocketAddr;
 /// (back-pressure against a client pipelining requests it never reads answers to).
 const MAX_QUEUED: u64 = 256 * 1024;
 
-/// Per-worker context shared by the sessions it drives.
-pub struct WorkerCtx {
-    pub now_ms: u64,
-    pub date: DateCache,
-    pub log: Option<accesslog::Buffer>,
-    /// Shutting down: every response closes its connection.
-    pub draining: bool,
-    pub requests: u64,
-    /// Part of `requests` already added to the shared counter.
-    published: u64,
-    /// This worker's shard of the server-wide request counters (metrics), if counted.
-    pub counters: Option<&'static crate::metrics::Shard>,
-}
-
-impl WorkerCtx {
-    pub fn new(now_ms: u64, unix_secs: u64) -> WorkerCtx {
-        WorkerCtx {
-            now_ms,
-            date: DateCache::new(unix_secs),
-            log: None,
-            draining: false,
-            requests: 0,
-            published: 0,
-            counters: None,
-        }
-    }
-
-    /// Count this worker's requests in the server's metrics.
-    pub fn counting(mut self, shared: &crate::control::Shared) -> WorkerCtx {
-        self.counters = Some(shared.counters.shard());
-        self
-    }
-
-    /// Add the requests answered since the last call to the server-wide counter.
-    pub fn publish(&mut self, shared: &crate::control::Shared) {
-        if self.requests != self.published {
-            shared.requests.fetch_add(
-                self.requests - self.published,
-                std::sync::atomic::Ordering::Relaxed,
-            );
-            self.published = self.requests;
-        }
-    }
-
-    /// Keep the log buffer pointed at the current service's sink and format.
-    pub fn sync_log(&mut self, svc: &Service) {
-        match (&svc.log, &mut self.log) {
-            (None, log) => *log = None,
-            (Some(sink), Some(buf)) if buf.sink_is(sink) => buf.set_format(svc.log_format),
-            (Some(sink), log) => *log = Some(accesslog::Buffer::new(sink.clone(), svc.log_format)),
-        }
-    }
-}
+mod framed;
+mod worker_ctx;
+pub use framed::{Framed, MAX_FRAMED};
+pub use worker_ctx::WorkerCtx;
 
 /// One connection's protocol state.
 pub struct Session {
@@ -141,62 +92,6 @@ struct Seen {
     started_ms: u64,
     started_us: u64,
     seq: u64,
-}
-
-/// Most requests `frame` collects before handing them on, so one pipelining client cannot
-/// make a single hand-off (and its output) unbounded.
-pub const MAX_FRAMED: usize = 32;
-
-/// One thing `frame` found in the input, for `answer_framed` to act on in order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Frame {
-    /// A complete request (its body, if any, fully arrived): head bytes `heads[start..end]`.
-    Request {
-        start: usize,
-        end: usize,
-        seen: Seen,
-    },
-    /// The client expects `100 Continue` before it sends the body.
-    Continue,
-    /// Unacceptable input: answer this status and close.
-    Error(u16),
-}
-
-/// Requests read but not yet answered: the hand-off from the read half of a split session
-/// (`Session::frame`) to its handler half (`Session::answer_framed`), which may run on
-/// another thread. Head bytes are copied (they are small), so the read buffer is free again
-/// at once; the vectors keep their capacity from request to request.
-#[derive(Debug, Default)]
-pub struct Framed {
-    heads: Vec<u8>,
-    frames: Vec<Frame>,
-}
-
-impl Framed {
-    /// Nothing to answer.
-    pub fn is_empty(&self) -> bool {
-        self.frames.is_empty()
-    }
-
-    /// Requests (and interim or error answers) waiting.
-    pub fn len(&self) -> usize {
-        self.frames.len()
-    }
-
-    pub fn clear(&mut self) {
-        self.heads.clear();
-        self.frames.clear();
-    }
-
-    fn push_request(&mut self, head: &[u8], seen: Seen) {
-        let start = self.heads.len();
-        self.heads.extend_from_slice(head);
-        self.frames.push(Frame::Request {
-            start,
-            end: self.heads.len(),
-            seen,
-        });
-    }
 }
 
 impl Session {
@@ -273,95 +168,6 @@ impl Session {
                 }
             }
         }
-    }
-
-    /// Read half of `process`: parse `input` and collect complete requests into `framed`
-    /// without answering them. Returns the bytes consumed and why it stopped: `NeedInput`
-    /// (read more), `OutputFull` (`MAX_FRAMED` collected: answer them, then call again with
-    /// the rest), `Close` (an error or a request that ends the connection was collected:
-    /// read nothing more) or `Dynamic` (answer what was framed, then run the exchange).
-    pub fn frame(
-        &mut self,
-        input: &[u8],
-        svc: &Service,
-        now_ms: u64,
-        framed: &mut Framed,
-    ) -> (usize, Stop) {
-        let mut pos = 0;
-        let read_us = crate::metrics::now_us();
-        loop {
-            if self.close_after_write {
-                return (pos, Stop::Close);
-            }
-            if framed.len() >= MAX_FRAMED {
-                return (pos, Stop::OutputFull);
-            }
-            self.mark_head_start(input, pos, read_us);
-            let (n, ev) = self.http.poll(&input[pos..], now_ms);
-            pos += n;
-            match ev {
-                Event::NeedMore => return (pos, Stop::NeedInput),
-                Event::BodyData(_) => {}
-                Event::Head(head) if svc.is_dynamic(&head) => {
-                    // Answer what was framed before it, then run the exchange.
-                    self.dynamic = Some(Box::new(DynamicRequest {
-                        head: input[pos - n..pos].to_vec(),
-                        seen: self.current(),
-                        exchange: None,
-                    }));
-                    return (pos, Stop::Dynamic);
-                }
-                Event::Head(head) if head.framing != Framing::None => {
-                    if head.expect_continue {
-                        framed.frames.push(Frame::Continue);
-                    }
-                    self.deferred = Some(input[pos - n..pos].into());
-                }
-                Event::Head(head) => {
-                    let seen = self.current();
-                    framed.push_request(&input[pos - n..pos], seen);
-                    if !head.keep_alive || seen.seq >= svc.config.http.keepalive_requests {
-                        return (pos, Stop::Close);
-                    }
-                }
-                Event::BodyEnd => {
-                    let bytes = self.deferred.take().unwrap_or_default();
-                    framed.push_request(&bytes, self.current());
-                }
-                Event::Error(e) => {
-                    framed.frames.push(Frame::Error(e.status()));
-                    return (pos, Stop::Close);
-                }
-            }
-        }
-    }
-
-    /// Handler half of `process`: answer what `frame` collected, in order, into `out`, and
-    /// empty `framed`. Afterwards `close_after_write` tells whether the connection ends.
-    pub fn answer_framed(
-        &mut self,
-        framed: &mut Framed,
-        svc: &Service,
-        w: &mut WorkerCtx,
-        out: &mut Batch,
-    ) {
-        for &frame in &framed.frames {
-            if self.close_after_write {
-                break;
-            }
-            match frame {
-                Frame::Continue => out.push_bytes(gearshift_http::response::CONTINUE),
-                Frame::Error(status) => self.fail(status, w, out),
-                Frame::Request { start, end, seen } => {
-                    match parse_head(&framed.heads[start..end], &svc.limits) {
-                        Ok(Some(head)) => self.answer(&head, seen, svc, w, out),
-                        // Only if a reload tightened the limits in between (as in `process`).
-                        _ => self.fail(400, w, out),
-                    }
-                }
-            }
-        }
-        framed.clear();
     }
 
     /// The request `http` returned last: when its head began and its number.
