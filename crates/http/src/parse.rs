@@ -37,6 +37,20 @@ pub enum Method {
 }
 
 impl Method {
+    /// Idempotent methods (RFC 9110 §9.2.2): a request with one may be sent again, as a
+    /// proxy does after its upstream connection failed.
+    pub fn is_idempotent(self) -> bool {
+        matches!(
+            self,
+            Method::Get
+                | Method::Head
+                | Method::Put
+                | Method::Delete
+                | Method::Options
+                | Method::Trace
+        )
+    }
+
     /// Map a method token (case-sensitive, RFC 9110 §9.1) to a `Method`.
     pub fn from_bytes(m: &[u8]) -> Method {
         match m {

@@ -457,3 +457,13 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn idempotent_methods_are_rfc_9110s() {
+    for m in ["GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"] {
+        assert!(Method::from_bytes(m.as_bytes()).is_idempotent(), "{m}");
+    }
+    for m in ["POST", "PATCH", "CONNECT", "BREW"] {
+        assert!(!Method::from_bytes(m.as_bytes()).is_idempotent(), "{m}");
+    }
+}

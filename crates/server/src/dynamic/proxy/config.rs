@@ -98,6 +98,16 @@ pub struct UpstreamConfig {
     pub health_interval_ms: u64,
 }
 
+impl UpstreamConfig {
+    /// When an exchange started at `now_ms` runs out of `total_timeout_ms` (never for 0).
+    pub fn deadline_ms(&self, now_ms: u64) -> u64 {
+        match self.total_timeout_ms {
+            0 => u64::MAX,
+            t => now_ms.saturating_add(t),
+        }
+    }
+}
+
 impl Default for UpstreamConfig {
     fn default() -> Self {
         UpstreamConfig {

@@ -107,19 +107,8 @@ impl Proxy {
         }
         let up = self.find(head)?.clone();
         health::ensure(&up);
-        let idempotent = matches!(
-            head.method,
-            Method::Get
-                | Method::Head
-                | Method::Put
-                | Method::Delete
-                | Method::Options
-                | Method::Trace
-        );
-        let deadline = match up.cfg.total_timeout_ms {
-            0 => u64::MAX,
-            t => now_ms + t,
-        };
+        let idempotent = head.method.is_idempotent();
+        let deadline = up.cfg.deadline_ms(now_ms);
         Some(Exchange {
             req: forward::request_head(head, remote, up.addrs[0], up.via),
             up,

@@ -214,20 +214,9 @@ impl Upstream {
     fn serve(&self, head: &RequestHead, peers: Peers, body: &mut BodyIn, out: &mut Out) -> Outcome {
         let shared = out.shared();
         let req = forward::request_head(head, peers.remote, self.addrs[0], self.via);
-        let idempotent = matches!(
-            head.method,
-            Method::Get
-                | Method::Head
-                | Method::Put
-                | Method::Delete
-                | Method::Options
-                | Method::Trace
-        );
+        let idempotent = head.method.is_idempotent();
         let replayable = idempotent && head.framing == Framing::None;
-        let deadline = match self.cfg.total_timeout_ms {
-            0 => u64::MAX,
-            t => shared.now_ms() + t,
-        };
+        let deadline = self.cfg.deadline_ms(shared.now_ms());
         let mut tried = Vec::new();
         let mut status = 502;
         loop {
