@@ -354,13 +354,7 @@ impl Session {
 
     /// Answer a protocol error with `status` and close.
     fn fail(&mut self, status: u16, w: &mut WorkerCtx, out: &mut Batch) {
-        let ctx = Ctx {
-            now_ms: w.now_ms,
-            date: w.date.get(),
-            keep_alive: false,
-            version: Version::Http11,
-            head_only: false,
-        };
+        let ctx = closing_ctx(w);
         let outcome = respond::error(out, &ctx, status, &[]);
         self.count(w, self.head_us, outcome.status, outcome.body_bytes, 0);
         w.requests += 1;
@@ -383,15 +377,20 @@ impl Session {
 
     /// Answer a connection whose client was too slow sending a head (408), then close.
     pub fn timeout_response(&mut self, w: &WorkerCtx, out: &mut Batch) {
-        let ctx = Ctx {
-            now_ms: w.now_ms,
-            date: w.date.get(),
-            keep_alive: false,
-            version: Version::Http11,
-            head_only: false,
-        };
+        let ctx = closing_ctx(w);
         respond::error(out, &ctx, 408, &[]);
         self.close_after_write = true;
+    }
+}
+
+/// The context of an error answer that closes the connection (no request to go by).
+fn closing_ctx(w: &WorkerCtx) -> Ctx<'_> {
+    Ctx {
+        now_ms: w.now_ms,
+        date: w.date.get(),
+        keep_alive: false,
+        version: Version::Http11,
+        head_only: false,
     }
 }
 
