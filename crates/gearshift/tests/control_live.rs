@@ -66,16 +66,10 @@ fn load(addr: std::net::SocketAddr, clients: usize, stop: Arc<AtomicBool>) -> (u
         .fold((0, 0), |(a, b), (c, d)| (a + c, b + d))
 }
 
-/// Run `engine` with the `apache` controller from `knob`'s `start` value, under load; the
-/// controller must raise the knob (idle workers below MinSpare), within the bounds.
-fn controller_moves_knob(engine: &str, knob: &str, engine_toml: &str, start: u64) {
-    let traj = TempDir::new("traj");
-    let log = traj.join("trajectory.jsonl");
-    let (cfg_dir, cfg) = config_file(&format!(
-        "{engine_toml}\n[control]\ncontroller = \"apache\"\ninterval_ms = 250\ntrajectory = \"{}\"\n\
-         [control.bounds.max_clients]\nmin = 1\nmax = 24\n",
-        log.display()
-    ));
+/// `engine` serving the standard docroot with `toml` as its configuration, an admin
+/// listener and no access log: the server and its admin address.
+fn serve_controlled(engine: &str, toml: &str) -> (Server, String) {
+    let (cfg_dir, cfg) = config_file(toml);
     let mut s = serve(
         standard_docroot(),
         &[
@@ -93,6 +87,20 @@ fn controller_moves_knob(engine: &str, knob: &str, engine_toml: &str, start: u64
     );
     s.keep.push(cfg_dir);
     let admin = admin_of(&s);
+    (s, admin)
+}
+
+/// Run `engine` with the `apache` controller from `knob`'s `start` value, under load; the
+/// controller must raise the knob (idle workers below MinSpare), within the bounds.
+fn controller_moves_knob(engine: &str, knob: &str, engine_toml: &str, start: u64) {
+    let traj = TempDir::new("traj");
+    let log = traj.join("trajectory.jsonl");
+    let toml = format!(
+        "{engine_toml}\n[control]\ncontroller = \"apache\"\ninterval_ms = 250\ntrajectory = \"{}\"\n\
+         [control.bounds.max_clients]\nmin = 1\nmax = 24\n",
+        log.display()
+    );
+    let (s, admin) = serve_controlled(engine, &toml);
     let st = admin_status(&admin);
     assert_eq!(st["knobs"][knob], start, "{st}");
     assert_eq!(st["control"]["controller"], "apache", "{st}");
@@ -220,25 +228,10 @@ fn apache_controller_resizes_prefork_under_load() {
 fn stalled_pool_fills_the_accept_queue_seen_by_tcp_info() {
     // One thread, a hand-off queue of one: a held keep-alive connection stalls the pool,
     // the next waits in the hand-off queue, the rest wait in the kernel's accept queue.
-    let (cfg_dir, cfg) =
-        config_file("[pool]\nthreads = 1\nqueue = 1\n[control]\ninterval_ms = 200\n");
-    let mut s = serve(
-        standard_docroot(),
-        &[
-            "--engine",
-            "pool",
-            "--config",
-            &cfg,
-            "--listen",
-            "127.0.0.1:0",
-            "--admin",
-            "127.0.0.1:0",
-            "--access-log",
-            "off",
-        ],
+    let (s, admin) = serve_controlled(
+        "pool",
+        "[pool]\nthreads = 1\nqueue = 1\n[control]\ninterval_ms = 200\n",
     );
-    s.keep.push(cfg_dir);
-    let admin = admin_of(&s);
     let mut holder = Conn::open(s.addr);
     holder.send(b"GET /file.txt HTTP/1.1\r\nHost: t\r\n\r\n");
     assert_eq!(holder.response().status, 200);
@@ -343,26 +336,12 @@ fn bad_control_settings_are_refused_in_one_line() {
 /// engine's MinSpare/MaxSpare instead, through the live-knob path, and no request fails.
 #[test]
 fn gearshift_controller_raises_prefork_spares_on_a_burst() {
-    let (cfg_dir, cfg) = config_file(
+    let (s, admin) = serve_controlled(
+        "prefork",
         "workers = 0\n[prefork]\nstart_servers = 1\nmin_spare_servers = 1\nmax_spare_servers = 2\n\
          max_request_workers = 64\n[control]\ncontroller = \"gearshift\"\ninterval_ms = 250\n\
          [control.bounds.max_clients]\nmin = 1\nmax = 64\n",
     );
-    let mut s = serve(
-        standard_docroot(),
-        &[
-            "--engine",
-            "prefork",
-            "--config",
-            &cfg,
-            "--admin",
-            "127.0.0.1:0",
-            "--access-log",
-            "off",
-        ],
-    );
-    s.keep.push(cfg_dir);
-    let admin = admin_of(&s);
     let st = admin_status(&admin);
     assert_eq!(st["knobs"]["min_spare_servers"], 1, "{st}");
     let stop = Arc::new(AtomicBool::new(false));
