@@ -432,15 +432,16 @@ impl Controller for Gearshift {
             // fast_growth is for the cliff, not for a blip beside the optimum.
             let cur = mc.max(1) as f64;
             let blip = m.accept_queue_len <= self.p.floor_margin * cur;
-            theta[0] = if m.cpu_util >= self.p.cpu_saturated || blip {
-                let want = (m.busy_workers + m.accept_queue_len).min(2.0 * cur);
-                (cur * (1.0 + self.p.floor_margin))
-                    .max(if blip { want } else { 0.0 })
-                    .ln()
+            let want = (m.busy_workers + m.accept_queue_len).min(2.0 * cur);
+            let gentle = cur * (1.0 + self.p.floor_margin);
+            theta[0] = if blip {
+                gentle.max(want)
+            } else if m.cpu_util >= self.p.cpu_saturated {
+                gentle
             } else {
-                let want = (m.busy_workers + m.accept_queue_len).min(2.0 * cur);
-                (cur * self.p.fast_growth).max(want).ln()
-            };
+                (cur * self.p.fast_growth).max(want)
+            }
+            .ln();
             if blip && self.rest.is_some() {
                 // Resting beside the optimum: step up and rest there (a new reference
                 // level), rather than restart the probing for a queue of a few.
