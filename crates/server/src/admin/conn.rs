@@ -136,30 +136,27 @@ impl Conns {
             let c = &mut self.list[i];
             let mut alive = true;
             if c.output.is_none() {
-                let closed = match read_some(c) {
-                    Ok(open) => !open,
-                    Err(()) => {
-                        alive = false;
-                        false
+                match read_some(c) {
+                    Err(()) => alive = false,
+                    Ok(open) => {
+                        let verdict = match parse(&c.input) {
+                            Ok(Parsed::Done(req)) => Some(Ok(req)),
+                            Err(e) => Some(Err(e)),
+                            // The peer closed its side before a whole request: tell it (it
+                            // may only have shut down its writing half).
+                            Ok(Parsed::More) if !open => Some(Err((
+                                400,
+                                "connection closed before a complete request".into(),
+                            ))),
+                            Ok(Parsed::More) if now_ms >= c.deadline_ms => {
+                                Some(Err((408, "request not complete in time".into())))
+                            }
+                            Ok(Parsed::More) => None,
+                        };
+                        if let Some(v) = verdict {
+                            c.output = Some(answer(v));
+                        }
                     }
-                };
-                let verdict = match parse(&c.input) {
-                    _ if !alive => None,
-                    Ok(Parsed::Done(req)) => Some(Ok(req)),
-                    Err(e) => Some(Err(e)),
-                    // The peer closed its side before a whole request: tell it (it may only
-                    // have shut down its writing half).
-                    Ok(Parsed::More) if closed => Some(Err((
-                        400,
-                        "connection closed before a complete request".into(),
-                    ))),
-                    Ok(Parsed::More) if now_ms >= c.deadline_ms => {
-                        Some(Err((408, "request not complete in time".into())))
-                    }
-                    Ok(Parsed::More) => None,
-                };
-                if let Some(v) = verdict {
-                    c.output = Some(answer(v));
                 }
             }
             if alive && c.output.is_some() {
