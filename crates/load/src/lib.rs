@@ -24,7 +24,10 @@
 //! Requests pick their path from a weighted mix (`--mix FILE`, lines `PATH [WEIGHT]`);
 //! `gearshift load fileset DIR` writes a SPECweb99-like file set and its mix (see
 //! [`fileset`]). `--conforming KBITS` counts connections whose bit rate (bytes received x 8
-//! over the time they had requests outstanding) reached KBITS x 1000 bit/s (paper 002: 320).
+//! over the connection's wall time from its first request to the end of the run, idle and
+//! waiting included; WAGON: over each burst) reached KBITS x 1000 bit/s (paper 002: 320).
+//! `--rated-receive KBITS` paces each connection's reads to that bit rate, as SPECweb99's
+//! client does (400 kbit/s), so a response of B bytes takes at least B x 8 / rate ([`pace`]).
 //!
 //! Errors are counted per request by kind: `connect`, `timeout` (default 15 s, as paper 003;
 //! connect included), `reset` (reset, or closed before a response head), `status` (a complete
@@ -42,7 +45,8 @@
 //!   "config": { "connections", "threads", "requests" (null = unbounded), "duration_s" (null),
 //!               "sessions" (null), "rate" (null unless open), "arrival" ("fixed"|"poisson"|null),
 //!               "keepalive", "http_version" ("1.1"|"1.0"), "method", "pipeline",
-//!               "timeout_s", "seed", "mix": [[path, weight], ...] },
+//!               "timeout_s", "rated_receive_kbits" (null unless paced), "seed",
+//!               "mix": [[path, weight], ...] },
 //!   "elapsed_s": f64,            // start to the end of the last worker
 //!   "issued": u64,               // requests handed to a connection
 //!   "requests": u64,             // complete responses, any status
@@ -81,6 +85,7 @@ pub mod fileset;
 pub mod mix;
 mod modes;
 pub mod net;
+pub mod pace;
 pub mod report;
 pub mod response;
 pub mod rng;

@@ -331,6 +331,7 @@ impl Report {
                 "method": if c.method == Method::Head { "HEAD" } else { "GET" },
                 "pipeline": c.pipeline,
                 "timeout_s": c.timeout.as_secs_f64(),
+                "rated_receive_kbits": c.rated_receive_kbits,
                 "seed": c.seed,
                 "mix": c.mix.iter().map(|(p, w)| json!([p, w])).collect::<Vec<_>>(),
             },
