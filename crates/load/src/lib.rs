@@ -67,8 +67,8 @@
 //!                     "pages", "pages_failed", "page_latency_us": { as latency_us } },
 //!   "conforming": null | { "kbits", "connections", "conforming", "rates_bps": [f64, ...] },
 //!   "series": [ { "second", "requests", "ok", "bytes", "errors",
-//!                 "errors_by_kind": { "connect", ... }, "mean_us", "p50_us", "p90_us", "p99_us",
-//!                 "max_us" }, ... ]   // one per second of the run, by completion time
+//!                 "errors_by_kind": { "connect", ... }, "mean_us", "stdev_us", "p50_us",
+//!                 "p90_us", "p99_us", "max_us" }, ... ]   // one per second, by completion time
 //! }
 //! ```
 //!

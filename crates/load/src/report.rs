@@ -267,6 +267,7 @@ impl Report {
                     "errors": sec.errors_total(),
                     "errors_by_kind": by_kind,
                     "mean_us": if h.is_empty() { 0.0 } else { h.mean() },
+                    "stdev_us": if h.is_empty() { 0.0 } else { h.stdev() },
                     "p50_us": q(0.5),
                     "p90_us": q(0.9),
                     "p99_us": q(0.99),
