@@ -1,6 +1,7 @@
-//! The `gearshift` command: one binary, subcommands per job. `serve` runs the server; later
-//! issues add `load`, `ctl`, `sim` and `lab`. Configuration precedence is
-//! command line > environment (clap's `env`) > TOML file > built-in defaults.
+//! The `gearshift` command: one binary, subcommands per job: `serve` runs the server, `load`
+//! generates load, `ctl` talks to a running server, `sim` simulates, `lab` reruns the papers.
+//! Configuration precedence is command line > environment (clap's `env`) > TOML file >
+//! built-in defaults.
 
 mod ctl;
 mod fit;
@@ -34,6 +35,9 @@ enum Command {
     /// Generate HTTP load against a loopback server (closed loop, open loop, WAGON sessions),
     /// or write a SPECweb99-like file set (`load fileset DIR`).
     Load(Box<gearshift_load::LoadArgs>),
+    /// Rerun the papers' experiments against gearshift's engines and the real servers they
+    /// measured, and write a report (`lab 000|001|002|003|004|all [--quick]`).
+    Lab(gearshift_lab::LabArgs),
 }
 
 #[derive(Args, Clone)]
@@ -258,6 +262,7 @@ fn main() -> ExitCode {
         Command::Load(args) => gearshift_load::main(*args),
         Command::Ctl(args) => ctl::run(args),
         Command::Sim(args) => gearshift_control::cli::run_sim(args),
+        Command::Lab(args) => gearshift_lab::main(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,9 @@
+//! Paper 001 (being written).
+use super::{Lab, Res, Stop};
+use crate::report::PaperReport;
+
+pub fn run(_lab: &mut Lab, _rep: &mut PaperReport) -> Res<()> {
+    Err(Stop::Failed("paper 001 is not written yet".into()))
+}
+
+pub fn conclude(_lab: &Lab, _rep: &mut PaperReport) {}
