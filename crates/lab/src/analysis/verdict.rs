@@ -112,7 +112,7 @@ impl Claim {
         let note = note.into();
         if !note.is_empty() {
             if !self.notes.is_empty() {
-                self.notes.push_str(" ");
+                self.notes.push(' ');
             }
             self.notes.push_str(&note);
         }

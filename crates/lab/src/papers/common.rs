@@ -147,11 +147,16 @@ pub fn finalize(lab: &Lab, rep: &mut PaperReport) {
 }
 
 /// A claim that needs `labels`' runs: "not tested" with the reason when one is missing.
-pub fn needs(lab: &Lab, rep: &PaperReport, claim: Claim, labels: &[&str]) -> Result<Claim, Claim> {
+pub fn needs(
+    lab: &Lab,
+    rep: &PaperReport,
+    claim: Claim,
+    labels: &[&str],
+) -> Result<Claim, Box<Claim>> {
     for l in labels {
         if !rep.runs.iter().any(|r| r.server == *l) {
             let why = why_missing(lab, rep, l);
-            return Err(claim.untested(why));
+            return Err(Box::new(claim.untested(why)));
         }
     }
     Ok(claim)

@@ -6,7 +6,11 @@
 
 pub mod common;
 pub mod p000;
+pub mod p000_claims;
 pub mod p001;
+pub mod p001_claims;
+pub mod p001_control;
+pub mod p001_figures;
 pub mod p002;
 pub mod p002_claims;
 pub mod p002_figures;
@@ -171,8 +175,8 @@ impl Lab {
         check()?;
         let (argv, limit, ext) = match &client {
             Client::Load(s) => (s.argv(&self.exe), s.time_limit_s, "json"),
-            Client::Ab { argv, n: _ } => (argv.clone(), 600.0, "txt"),
-            Client::Httperf { argv } => (argv.clone(), 600.0, "txt"),
+            Client::Ab { argv, n: _ } => (argv.clone(), 300.0, "txt"),
+            Client::Httperf { argv } => (argv.clone(), 150.0, "txt"),
         };
         if tmpl.id.is_empty() {
             tmpl.id = format!("{}-{}", rep.id, self.next_id());

@@ -80,11 +80,11 @@ fn defs(lab: &Lab, root: &str, c1c2: Option<(f64, f64)>) -> Vec<ServerDef> {
         v
     };
     let mut v = vec![
-        gearshift::def(STAGED, "staged", &lab.exe, port(), None, root, "", "[staged]\naccept_threads = 1\nreceive_threads = 2\nprocess_threads = 4\nsend_threads = 2\nmax_threads = 16\nqueue = 1024\n"),
+        gearshift::def(STAGED, "staged", &lab.exe, port(), None, root, "[staged]\naccept_threads = 1\nreceive_threads = 2\nprocess_threads = 4\nsend_threads = 2\nmax_threads = 16\nqueue = 1024\n"),
         apache::def(APACHE, apache::Mpm::Prefork, port(), root, &prefork(d::APACHE_MC)),
         nginx::def(NGINX, port(), root, 4096, "    open_file_cache max=10000 inactive=60s;\n    open_file_cache_valid 60s;\n"),
         lighttpd::def(LIGHTTPD, port(), root, 4096),
-        gearshift::def(GS_EVENT, "event", &lab.exe, port(), None, root, "workers = 1", ""),
+        gearshift::def(GS_EVENT, "event", &lab.exe, port(), None, root, "workers = 1"),
         apache::def(APACHE150, apache::Mpm::Prefork, port(), root, &prefork(d::APACHE_MC_ALT)),
     ];
     if let Some((c1, c2)) = c1c2 {
@@ -95,7 +95,6 @@ fn defs(lab: &Lab, root: &str, c1c2: Option<(f64, f64)>) -> Vec<ServerDef> {
             port(),
             Some(port()),
             root,
-            "",
             &format!("[staged]\naccept_threads = 1\nreceive_threads = 2\nprocess_threads = 4\nsend_threads = 2\nmax_threads = 16\nqueue = 1024\n\n[control]\ncontroller = \"keta\"\ninterval_ms = 1000\n\n[control.params]\nc1 = {c1:e}\nc2 = {c2:e}\n"),
         ));
     }
@@ -216,7 +215,6 @@ fn fit(lab: &mut Lab, rep: &mut PaperReport, root: &str, dir: &Path) -> Res<Opti
         crate::peers::free_port(),
         None,
         root,
-        "",
         &format!(
             "[control]\ninterval_ms = 1000\ntrajectory = \"{}\"\n",
             traj.display()

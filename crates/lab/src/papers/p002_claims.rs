@@ -252,7 +252,7 @@ pub fn conclude(lab: &Lab, rep: &mut PaperReport) {
     let c = Claim::new("C1", "Apache's ops/s is flat over C while the others grow", "Apache's ops/s within +-10% from the smallest to the largest C; every other server's grows by more than 10%", "Apache 761-773 ops/s at 300/600/1000; Tux 907-1296, Zeus 855-1100, KETA 954-2285");
     claims.push(
         match needs(lab, rep, c, &[APACHE, NGINX, LIGHTTPD, STAGED]) {
-            Err(c) => c,
+            Err(c) => *c,
             Ok(c) => c
                 .set(
                     c1(&ap, &[ng.clone(), li.clone(), st.clone()]),
@@ -270,7 +270,7 @@ pub fn conclude(lab: &Lab, rep: &mut PaperReport) {
     let c = Claim::new("C2", "KETA has the lowest RT at every C and the most ops/s at 1000", "gs-staged's mean RT (time-outs at 15 s) lowest of the four at every C and its ops/s the highest at the largest C", "KETA 307/352/438 ms; 2285 ops/s at 1000");
     claims.push(
         match needs(lab, rep, c, &[APACHE, NGINX, LIGHTTPD, STAGED]) {
-            Err(c) => c,
+            Err(c) => *c,
             Ok(c) => c
                 .set(
                     c2(&st, &[ap.clone(), ng.clone(), li.clone()]),
@@ -292,7 +292,7 @@ pub fn conclude(lab: &Lab, rep: &mut PaperReport) {
         "floor 14.7 KB x 8 / 400 kbit/s = 294 ms; KETA 307, Tux 320, Zeus 343 ms",
     );
     claims.push(match needs(lab, rep, c, &[NGINX, LIGHTTPD, STAGED]) {
-        Err(c) => c,
+        Err(c) => *c,
         Ok(c) => {
             let first: Vec<Cell> = [&ng, &li, &st]
                 .iter()
@@ -319,7 +319,7 @@ pub fn conclude(lab: &Lab, rep: &mut PaperReport) {
     let c = Claim::new("C4", "Apache conforms almost nowhere from 600 on; the event servers conform fully at 300 and 600", "Apache's conforming share < 20% at every C >= 600, and nginx, lighttpd and gs-staged at 100% at C <= 600", "Apache 0 of 600 and 0 of 1000; Tux, Zeus, KETA 300/300 and 600/600");
     claims.push(
         match needs(lab, rep, c, &[APACHE, NGINX, LIGHTTPD, STAGED]) {
-            Err(c) => c,
+            Err(c) => *c,
             Ok(c) => {
                 let share = |v: &[Cell]| {
                     v.iter()
@@ -349,7 +349,7 @@ pub fn conclude(lab: &Lab, rep: &mut PaperReport) {
     );
     claims.push(
         match needs(lab, rep, c, &[APACHE, NGINX, LIGHTTPD, STAGED]) {
-            Err(c) => c,
+            Err(c) => *c,
             Ok(c) => {
                 let rts: Vec<f64> = [&st, &ng, &li, &ap]
                     .iter()
@@ -394,7 +394,7 @@ pub fn conclude(lab: &Lab, rep: &mut PaperReport) {
         .collect();
     let worst = all
         .iter()
-        .map(|c| identities(c))
+        .map(identities)
         .fold((0.0f64, 0.0f64), |a, (l, b)| {
             (a.0.max(l.abs()), a.1.max(b.abs()))
         });
@@ -469,14 +469,14 @@ mod tests {
     fn c1_flat_apache() {
         let ap = vec![cell(300, 400.0, 761.0, 0.1), cell(1000, 1000.0, 773.0, 0.0)];
         let grow = vec![cell(300, 300.0, 900.0, 1.0), cell(1000, 700.0, 1244.0, 0.7)];
-        assert_eq!(c1(&ap, &[grow.clone()]), Outcome::Reproduced);
+        assert_eq!(c1(&ap, std::slice::from_ref(&grow)), Outcome::Reproduced);
         assert_eq!(
-            c1(&grow, &[grow.clone()]),
+            c1(&grow, std::slice::from_ref(&grow)),
             Outcome::NotReproduced,
             "Apache grows too"
         );
         assert_eq!(
-            c1(&ap, &[ap.clone()]),
+            c1(&ap, std::slice::from_ref(&ap)),
             Outcome::NotReproduced,
             "others flat too"
         );
@@ -487,11 +487,11 @@ mod tests {
     fn c2_c3_c5_rules() {
         let keta = vec![cell(300, 307.0, 954.0, 1.0), cell(1000, 437.0, 2285.0, 0.0)];
         let tux = vec![cell(300, 320.0, 907.0, 1.0), cell(1000, 791.0, 1244.0, 0.7)];
-        assert_eq!(c2(&keta, &[tux.clone()]), Outcome::Reproduced);
-        assert_eq!(c2(&tux, &[keta.clone()]), Outcome::Differs);
+        assert_eq!(c2(&keta, std::slice::from_ref(&tux)), Outcome::Reproduced);
+        assert_eq!(c2(&tux, std::slice::from_ref(&keta)), Outcome::Differs);
         let close = vec![cell(300, 310.0, 950.0, 1.0), cell(1000, 440.0, 2400.0, 0.0)];
         assert_eq!(
-            c2(&keta, &[close.clone()]),
+            c2(&keta, std::slice::from_ref(&close)),
             Outcome::NotReproduced,
             "not the most ops/s"
         );
@@ -514,10 +514,10 @@ mod tests {
             cell(600, 0.0, 0.0, 1.0),
             cell(1000, 0.0, 0.0, 0.68),
         ];
-        assert_eq!(c4(&ap, &[ev.clone()]), Outcome::Reproduced);
+        assert_eq!(c4(&ap, std::slice::from_ref(&ev)), Outcome::Reproduced);
         let partial = vec![cell(300, 0.0, 0.0, 1.0), cell(600, 0.0, 0.0, 0.9)];
         assert_eq!(c4(&ap, &[partial]), Outcome::NotReproduced);
-        assert_eq!(c4(&ev, &[ap.clone()]), Outcome::Differs);
+        assert_eq!(c4(&ev, std::slice::from_ref(&ap)), Outcome::Differs);
     }
 
     #[test]

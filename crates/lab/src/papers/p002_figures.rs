@@ -65,31 +65,31 @@ pub fn figures(lab: &Lab, rep: &mut PaperReport) {
         if v.is_empty() {
             continue;
         }
-        rt = rt.add(Series::new(
+        rt = rt.with(Series::new(
             s,
             Style::Line,
             v.iter().map(|c| Pt::new(c.c as f64, c.rt_ms)).collect(),
         ));
-        rtn = rtn.add(Series::new(
+        rtn = rtn.with(Series::new(
             s,
             Style::Line,
             v.iter()
                 .map(|c| Pt::new(c.c as f64, c.rt_ms / c.floor_ms))
                 .collect(),
         ));
-        ops = ops.add(Series::new(
+        ops = ops.with(Series::new(
             s,
             Style::Line,
             v.iter().map(|c| Pt::new(c.c as f64, c.ops)).collect(),
         ));
-        opsn = opsn.add(Series::new(
+        opsn = opsn.with(Series::new(
             s,
             Style::Line,
             v.iter()
                 .map(|c| Pt::new(c.c as f64, c.ops * c.floor_ms / 1e3 / c.c as f64))
                 .collect(),
         ));
-        conf = conf.add(Series::new(
+        conf = conf.with(Series::new(
             s,
             Style::Line,
             v.iter()
@@ -100,7 +100,7 @@ pub fn figures(lab: &Lab, rep: &mut PaperReport) {
             floor = v.clone();
         }
     }
-    rt = rt.add(Series::new(
+    rt = rt.with(Series::new(
         "pacing floor",
         Style::Dashed,
         floor
@@ -108,7 +108,7 @@ pub fn figures(lab: &Lab, rep: &mut PaperReport) {
             .map(|c| Pt::new(c.c as f64, c.floor_ms))
             .collect(),
     ));
-    ops = ops.add(Series::new(
+    ops = ops.with(Series::new(
         "C / floor",
         Style::Dashed,
         floor
@@ -117,19 +117,19 @@ pub fn figures(lab: &Lab, rep: &mut PaperReport) {
             .collect(),
     ));
     for (_, paper) in ROLE {
-        rtn = rtn.add(Series::new(
+        rtn = rtn.with(Series::new(
             paper,
             Style::Paper,
             paper_pts(paper, |_, rt, _, _, _| rt / PAPER_FLOOR_MS),
         ));
-        opsn = opsn.add(Series::new(
+        opsn = opsn.with(Series::new(
             paper,
             Style::Paper,
             paper_pts(paper, |c, _, _, _, ops| {
                 ops * PAPER_FLOOR_MS / 1e3 / c as f64
             }),
         ));
-        conf = conf.add(Series::new(
+        conf = conf.with(Series::new(
             paper,
             Style::Paper,
             paper_pts(paper, |c, _, _, cf, _| cf / c as f64),
@@ -185,14 +185,14 @@ pub fn figures(lab: &Lab, rep: &mut PaperReport) {
             .step_by((rates.len() / 200).max(1))
             .map(|(i, b)| Pt::new(*b, (i + 1) as f64 / n))
             .collect();
-        cdf = cdf.add(Series::new(
+        cdf = cdf.with(Series::new(
             format!("{s} (C = {})", r.conc),
             Style::Line,
             pts,
         ));
     }
     if rate > 0.0 {
-        cdf = cdf.add(Series::new(
+        cdf = cdf.with(Series::new(
             "conforming threshold (0.8 r)",
             Style::Dashed,
             vec![Pt::new(0.8 * rate, 0.0), Pt::new(0.8 * rate, 1.0)],

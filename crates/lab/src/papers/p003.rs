@@ -42,7 +42,15 @@ fn lineup(lab: &Lab, root: &str) -> Vec<(ServerDef, Vec<u64>, Option<u64>)> {
         d::GRID.to_vec()
     };
     let gs = |label: &str, engine: &str, top: &str, tables: &str| {
-        gearshift::def(label, engine, &lab.exe, port(), None, root, top, tables)
+        gearshift::def(
+            label,
+            engine,
+            &lab.exe,
+            port(),
+            None,
+            root,
+            &format!("{top}\n{tables}"),
+        )
     };
     let prefork_knobs = "[prefork]\nstart_servers = 5\nmin_spare_servers = 5\nmax_spare_servers = 10\nmax_request_workers = 150\n\n[http]\nkeepalive_timeout_ms = 5000\n";
     let mut v = vec![

@@ -203,14 +203,14 @@ fn knees_claims(lab: &Lab, rep: &PaperReport, nginx_label: &str, suffix: &str) -
     let knees = format!("knees Apache {ka:.0}, Node {kn:.0}, {nginx_label} {kx:.0}");
     let c = Claim::new(&format!("D1{suffix}"), "Stable concurrency orders Apache < Node < nginx", "knee = largest C of the stable run from the smallest C (time-outs + errors <= 1% of issued, throughput >= 80% of the server's peak); knees strictly ordered", "Apache 2800, Node 5600, nginx 8000");
     out.push(match needs(lab, rep, c, &servers) {
-        Err(c) => c,
+        Err(c) => *c,
         Ok(c) => c
             .set(d1(ka, kn, kx), knees.clone())
             .runs(ids(rep, &servers, "sweep")),
     });
     let c = Claim::new(&format!("D2{suffix}"), "nginx reaches 42% more concurrency than Node and 200% more than Apache", "knee ratios nginx/Node and nginx/Apache within +-30% of 1.43 and 2.86 (same order outside the band: differs)", "8000/5600 = 1.43; 8000/2800 = 2.86 (the paper says +200%, really +186%)");
     out.push(match needs(lab, rep, c, &servers) {
-        Err(c) => c,
+        Err(c) => *c,
         Ok(c) => {
             let (o, s) = d2(ka, kn, kx);
             c.set(o, format!("{s} ({knees})"))
@@ -233,7 +233,7 @@ pub fn conclude(lab: &Lab, rep: &mut PaperReport) {
         "nginx > 7000 (average), Node about 4300, Apache about 4100 req/s",
     );
     claims.push(match needs(lab, rep, c, &[APACHE, NODE, NGINX]) {
-        Err(c) => c,
+        Err(c) => *c,
         Ok(c) => c
             .set(
                 d3(peak(&a), peak(&n), peak(&x)),
@@ -253,7 +253,7 @@ pub fn conclude(lab: &Lab, rep: &mut PaperReport) {
         "at 2800 Apache does not respond; RT and errors burst",
     );
     claims.push(match needs(lab, rep, c, &[APACHE]) {
-        Err(c) => c,
+        Err(c) => *c,
         Ok(c) => {
             let t: Vec<(u64, u64)> = rep
                 .runs_where(|r| r.server == APACHE && r.phase == "sweep")
@@ -271,7 +271,7 @@ pub fn conclude(lab: &Lab, rep: &mut PaperReport) {
         "unstable above 5600, does not shut down",
     );
     claims.push(match needs(lab, rep, c, &[NODE]) {
-        Err(c) => c,
+        Err(c) => *c,
         Ok(c) => {
             let (o, s) = d5(&n);
             c.set(o, s).runs(ids(rep, &[NODE], "sweep"))
@@ -328,7 +328,7 @@ pub fn conclude(lab: &Lab, rep: &mut PaperReport) {
         let mut all = vec![prefork];
         all.extend(events.iter().copied());
         claims.push(match needs(lab, rep, c, &all) {
-            Err(c) => c,
+            Err(c) => *c,
             Ok(c) => {
                 let pg = growth(rep, prefork).unwrap_or(0.0);
                 let eg: Vec<f64> = events.iter().filter_map(|e| growth(rep, e)).collect();

@@ -47,19 +47,19 @@ fn block(
         Axis::new("failed requests (time-outs + errors)", "requests"),
     );
     for s in servers {
-        tput = tput.add(Series::new(*s, Style::Line, sweep(rep, s, |r| r.rps)));
-        rt = rt.add(Series::new(
+        tput = tput.with(Series::new(*s, Style::Line, sweep(rep, s, |r| r.rps)));
+        rt = rt.with(Series::new(
             *s,
             Style::Line,
             sweep(rep, s, |r| r.mean_to_ms),
         ));
-        to = to.add(Series::new(
+        to = to.with(Series::new(
             *s,
             Style::Line,
             sweep(rep, s, |r| (r.failed() + r.incomplete) as f64),
         ));
     }
-    tput = tput.add(Series::new(
+    tput = tput.with(Series::new(
         format!("{} knee (paper)", knee_mark.2),
         Style::Paper,
         vec![Pt::new(knee_mark.0, knee_mark.1)],
@@ -107,9 +107,9 @@ pub fn figures(rep: &mut PaperReport) {
     );
     for s in all {
         let pk = peak(&points(rep, s));
-        o = o.add(Series::new(s, Style::Line, sweep(rep, s, |r| r.rps)));
+        o = o.with(Series::new(s, Style::Line, sweep(rep, s, |r| r.rps)));
         if pk > 0.0 {
-            n = n.add(Series::new(s, Style::Line, sweep(rep, s, |r| r.rps / pk)));
+            n = n.with(Series::new(s, Style::Line, sweep(rep, s, |r| r.rps / pk)));
         }
     }
     figs.push(Figure {
@@ -239,44 +239,44 @@ pub fn figures(rep: &mut PaperReport) {
                     .filter_map(|s| Some(Pt::new(s.second as f64, f(s)?)))
                     .collect::<Vec<_>>()
             };
-            lat = lat.add(Series::new(
+            lat = lat.with(Series::new(
                 server.as_str(),
                 Style::Line,
                 p(&|s| (s.requests > 0).then_some(s.mean_ms)),
             ));
-            thr = thr.add(Series::new(
+            thr = thr.with(Series::new(
                 server.as_str(),
                 Style::Line,
                 p(&|s| Some(s.requests as f64)),
             ));
-            bw = bw.add(Series::new(
+            bw = bw.with(Series::new(
                 server.as_str(),
                 Style::Line,
                 p(&|s| Some(s.bytes as f64 / 1024.0)),
             ));
-            cpu = cpu.add(Series::new(
+            cpu = cpu.with(Series::new(
                 server.as_str(),
                 Style::Line,
                 p(&|s| s.server_cpu),
             ));
-            rss = rss.add(Series::new(
+            rss = rss.with(Series::new(
                 server.as_str(),
                 Style::Line,
                 p(&|s| s.server_rss_mb),
             ));
         }
         lat = lat
-            .add(Series::new(
+            .with(Series::new(
                 "nginx (paper)",
                 Style::Paper,
                 vec![Pt::new(1.0, 0.44)],
             ))
-            .add(Series::new(
+            .with(Series::new(
                 "Apache (paper)",
                 Style::Paper,
                 vec![Pt::new(1.0, 1.0)],
             ))
-            .add(Series::new(
+            .with(Series::new(
                 "Node (paper)",
                 Style::Paper,
                 vec![Pt::new(1.0, 40.0)],

@@ -39,10 +39,9 @@ impl Ctx<'_> {
         file: (&str, &str, usize),
         c: u64,
         n: u64,
-        rep: u32,
-        phase: &str,
-        pin: Pin,
+        how: (u32, &str, Pin),
     ) -> Res<()> {
+        let (rep, phase, pin) = how;
         check()?;
         self.lab
             .progress
@@ -182,7 +181,6 @@ pub fn run(lab: &mut Lab, rep: &mut PaperReport) -> Res<()> {
             crate::peers::free_port(),
             None,
             &root,
-            "",
             &table,
         )
     };
@@ -210,7 +208,7 @@ pub fn run(lab: &mut Lab, rep: &mut PaperReport) -> Res<()> {
                 pair.iter().rev().collect()
             };
             for s in order {
-                ctx.point(s, file, c, n, 1, "sweep", Pin::Free)?;
+                ctx.point(s, file, c, n, (1, "sweep", Pin::Free))?;
             }
         }
     }
@@ -225,7 +223,7 @@ pub fn run(lab: &mut Lab, rep: &mut PaperReport) -> Res<()> {
                         pair.iter().collect()
                     };
                     for s in order {
-                        ctx.point(s, file, c, n, rep_n, "sweep", Pin::Free)?;
+                        ctx.point(s, file, c, n, (rep_n, "sweep", Pin::Free))?;
                     }
                 }
             }
@@ -233,7 +231,7 @@ pub fn run(lab: &mut Lab, rep: &mut PaperReport) -> Res<()> {
         for &c in &d::CONC_EXTRAP {
             for file in FILES {
                 for s in &pair {
-                    ctx.point(s, file, c, n, 1, "extrapolation", Pin::Free)?;
+                    ctx.point(s, file, c, n, (1, "extrapolation", Pin::Free))?;
                 }
             }
         }
@@ -264,7 +262,7 @@ pub fn run(lab: &mut Lab, rep: &mut PaperReport) -> Res<()> {
             };
             for &c in &d::CONC_PEERS {
                 for file in FILES {
-                    ctx.point(&s, file, c, d::REQUESTS_PEERS, 1, "peer", Pin::Free)?;
+                    ctx.point(&s, file, c, d::REQUESTS_PEERS, (1, "peer", Pin::Free))?;
                 }
             }
             s.stop();
@@ -275,7 +273,7 @@ pub fn run(lab: &mut Lab, rep: &mut PaperReport) -> Res<()> {
                 continue;
             };
             for &c in &d::CONC_PINNED {
-                ctx.point(&s, FILES[0], c, n, 1, "pinned", Pin::Split)?;
+                ctx.point(&s, FILES[0], c, n, (1, "pinned", Pin::Split))?;
             }
             s.stop();
         }

@@ -178,7 +178,7 @@ pub fn conclude(lab: &Lab, rep: &mut PaperReport) {
         let c = match needs(lab, rep, c, &[t, f]) {
             Ok(c) => c,
             Err(c) => {
-                claims.push(c);
+                claims.push(*c);
                 continue;
             }
         };
@@ -231,7 +231,7 @@ pub fn conclude(lab: &Lab, rep: &mut PaperReport) {
         "forked flat after about 5; threaded rises sharply",
     );
     claims.push(match needs(lab, rep, c, &[THREADS, FORK]) {
-        Err(c) => c,
+        Err(c) => *c,
         Ok(c) => {
             let mut outs = Vec::new();
             let mut ours = Vec::new();
@@ -246,7 +246,7 @@ pub fn conclude(lab: &Lab, rep: &mut PaperReport) {
     // E3: CV over the three repetitions at c = 20.
     let c = Claim::new("E3", "The threaded server varies more above c = 10", "CV over 3 repetitions at c = 20 (the repeated c above 10): threaded > forked by more than a quarter", "threaded fluctuates beyond c = 10; forked steady");
     claims.push(match needs(lab, rep, c, &[THREADS, FORK]) {
-        Err(c) => c,
+        Err(c) => *c,
         Ok(c) if lab.quick => c.untested("quick mode has no repetitions"),
         Ok(c) => {
             let cv_at = |s: &str| -> Option<f64> {
@@ -278,7 +278,7 @@ pub fn conclude(lab: &Lab, rep: &mut PaperReport) {
     // E4: fits over 1..20, extrapolated to 60.
     let c = Claim::new("E4", "A linear fit suits the forked server better, and extrapolating the threaded fit to 60 overestimates", "forked R² higher and residual SD smaller than threaded's (1000 B, c = 1..20), and the threaded fit's prediction at 60 above the measured value", "regression over 1..20 extrapolated to 60; forked aligned, threaded oversimplified");
     claims.push(match needs(lab, rep, c, &[THREADS, FORK]) {
-        Err(c) => c,
+        Err(c) => *c,
         Ok(c) => {
             let (t, f) = (curves(rep, THREADS, "1000B"), curves(rep, FORK, "1000B"));
             let t60 = median(&sel(rep, THREADS, "1000B", &["extrapolation"]).iter().filter(|r| r.conc == 60).map(|r| r.rps).collect::<Vec<_>>());
@@ -297,7 +297,7 @@ pub fn conclude(lab: &Lab, rep: &mut PaperReport) {
     // E5: the large file's cost at c = 20.
     let c = Claim::new("E5", "The 10000-byte file costs about 10% of the requests/s", "1 - RPS(10000 B)/RPS(1000 B) at c = 20 within 5-15% for both servers (inside the repetitions' spread or under 5%: not reproduced)", "0.894 (forked), 0.905 (threaded): 10.6% and 9.5%");
     claims.push(match needs(lab, rep, c, &[THREADS, FORK]) {
-        Err(c) => c,
+        Err(c) => *c,
         Ok(c) => {
             let mut outs = Vec::new();
             let mut ours = Vec::new();
@@ -339,7 +339,7 @@ pub fn conclude(lab: &Lab, rep: &mut PaperReport) {
         "5874 > 5317 > 2031 > 1815 req/s",
     );
     claims.push(match needs(lab, rep, c, &[THREADS, FORK]) {
-        Err(c) => c,
+        Err(c) => *c,
         Ok(c) => {
             let m = |s: &str, size: &str| {
                 median(

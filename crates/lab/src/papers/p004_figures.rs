@@ -72,14 +72,14 @@ pub fn figures(rep: &mut PaperReport) {
             } else {
                 label.to_string()
             };
-            c = c.add(Series::new(
+            c = c.with(Series::new(
                 name,
                 Style::Line,
                 pts(rep, label, f.1, phase, |r| r.rps),
             ));
         }
         for (v, who) in paper {
-            c = c.add(Series::new(
+            c = c.with(Series::new(
                 format!("{who} (paper, c = 20)"),
                 Style::Paper,
                 vec![Pt::new(20.0, v)],
@@ -114,13 +114,13 @@ pub fn figures(rep: &mut PaperReport) {
         } else {
             "sweep"
         };
-        tpr = tpr.add(Series::new(
+        tpr = tpr.with(Series::new(
             label,
             Style::Line,
             pts(rep, label, "1000B", phase, |r| r.x("tpr_ms").unwrap_or(0.0)),
         ));
         for f in FILES {
-            kbs = kbs.add(Series::new(
+            kbs = kbs.with(Series::new(
                 format!("{label} {}", f.1),
                 Style::Line,
                 pts(rep, label, f.1, phase, |r| {
@@ -130,12 +130,12 @@ pub fn figures(rep: &mut PaperReport) {
         }
     }
     tpr = tpr
-        .add(Series::new(
+        .with(Series::new(
             "forked (paper)",
             Style::Paper,
             vec![Pt::new(20.0, d::FORKED_SMALL.1)],
         ))
-        .add(Series::new(
+        .with(Series::new(
             "threaded (paper)",
             Style::Paper,
             vec![Pt::new(20.0, d::THREADED_SMALL.1)],
@@ -143,12 +143,12 @@ pub fn figures(rep: &mut PaperReport) {
     // The paper's KB/s includes its 66/67-byte heads: body share = size / (size + head).
     let body = |kb: f64, size: f64, head: f64| kb * size / (size + head);
     kbs = kbs
-        .add(Series::new(
+        .with(Series::new(
             "forked 1000B (paper)",
             Style::Paper,
             vec![Pt::new(20.0, body(d::FORKED_SMALL.2, 1000.0, 66.0))],
         ))
-        .add(Series::new(
+        .with(Series::new(
             "threaded 10000B (paper)",
             Style::Paper,
             vec![Pt::new(20.0, body(d::THREADED_BIG.2, 10000.0, 67.0))],
@@ -182,14 +182,14 @@ pub fn figures(rep: &mut PaperReport) {
             r.server == label && r.size == "1000B" && r.phase == "sweep" && r.tool != "ab"
         });
         let c = curve(&runs);
-        fit_chart = fit_chart.add(Series::new(
+        fit_chart = fit_chart.with(Series::new(
             format!("{label} measured"),
             Style::Markers,
             c.iter().map(|p| Pt::new(p.0 as f64, p.1)).collect(),
         ));
         let extra = pts(rep, label, "1000B", "extrapolation", |r| r.rps);
         let at60 = extra.iter().find(|p| p.x == 60.0).map(|p| p.y);
-        fit_chart = fit_chart.add(Series::new(
+        fit_chart = fit_chart.with(Series::new(
             format!("{label} at 30/40/60"),
             Style::Markers,
             extra,
@@ -197,12 +197,12 @@ pub fn figures(rep: &mut PaperReport) {
         if let Some(f) = fit_of(&c, 20) {
             let xs: Vec<f64> = (1..=60).map(f64::from).collect();
             fit_chart = fit_chart
-                .add(Series::new(
+                .with(Series::new(
                     format!("{label} fit"),
                     Style::Dashed,
                     xs.iter().map(|&x| Pt::new(x, f.predict(x))).collect(),
                 ))
-                .add(Series::new(
+                .with(Series::new(
                     format!("{label} 95% band"),
                     Style::Band,
                     xs.iter()

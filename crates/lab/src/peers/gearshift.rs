@@ -4,7 +4,7 @@
 
 use super::ServerDef;
 
-/// `top` holds top-level keys (`workers = 1`), `tables` TOML tables (`[worker]` ...).
+/// `extra` holds top-level keys first (`workers = 1`), then TOML tables (`[worker]` ...).
 pub fn def(
     label: &str,
     engine: &str,
@@ -12,8 +12,7 @@ pub fn def(
     port: u16,
     admin: Option<u16>,
     docroot: &str,
-    top: &str,
-    tables: &str,
+    extra: &str,
 ) -> ServerDef {
     let admin_s = admin.map(|p| format!("127.0.0.1:{p}")).unwrap_or_default();
     let config = format!(
@@ -22,16 +21,15 @@ pub fn def(
          listen = \"127.0.0.1:{port}\"\n\
          engine = \"{engine}\"\n\
          admin = \"{admin_s}\"\n\
-         {top}\n\
+         {extra}\n\n\
          [log]\n\
          access = \"off\"\n\
-         level = \"warn\"\n\n\
-         {tables}\n"
+         level = \"warn\"\n"
     );
     ServerDef {
         label: label.into(),
         engine: format!("gearshift {engine}"),
-        knobs: knobs(top, tables),
+        knobs: knobs(extra),
         config_name: format!("{label}.toml"),
         config,
         files: Vec::new(),
@@ -50,10 +48,10 @@ pub fn def(
 }
 
 /// The `key = value` settings of a TOML snippet in one line, tables as prefixes.
-pub fn knobs(top: &str, tables: &str) -> String {
+pub fn knobs(extra: &str) -> String {
     let mut out = Vec::new();
     let mut table = String::new();
-    for line in top.lines().chain(tables.lines()) {
+    for line in extra.lines() {
         let l = line.split('#').next().unwrap_or("").trim();
         if let Some(t) = l.strip_prefix('[').and_then(|t| t.strip_suffix(']')) {
             table = format!("{t}.");
@@ -74,6 +72,7 @@ mod tests {
 
     #[test]
     fn config_and_knobs() {
+        let extra = "workers = 0\n[worker]\nthreads_per_child = 30\nmax_request_workers = 150\n";
         let d = def(
             "gs-worker",
             "worker",
@@ -81,12 +80,14 @@ mod tests {
             8081,
             None,
             "/srv",
-            "workers = 0",
-            "[worker]\nthreads_per_child = 30\nmax_request_workers = 150\n",
+            extra,
         );
         assert!(d.config.contains("engine = \"worker\""));
         assert!(d.config.contains("listen = \"127.0.0.1:8081\""));
         assert!(d.config.contains("[worker]\nthreads_per_child = 30"));
+        // Top-level keys come before the first table, [log] after the experiment's tables.
+        assert!(d.config.find("workers = 0").unwrap() < d.config.find("[worker]").unwrap());
+        assert!(d.config.trim_end().ends_with("level = \"warn\""));
         assert_eq!(
             d.knobs,
             "workers=0 worker.threads_per_child=30 worker.max_request_workers=150"

@@ -249,7 +249,7 @@ mod tests {
             paper: "RPS vs c.\n\nThreaded rises.".into(),
             charts: vec![
                 Chart::new("f6", "RPS", Axis::new("c", ""), Axis::new("rps", "req/s"))
-                    .add(Series::new("s", Style::Line, vec![Pt::new(1.0, 2.0)])),
+                    .with(Series::new("s", Style::Line, vec![Pt::new(1.0, 2.0)])),
             ],
             ..Figure::default()
         });

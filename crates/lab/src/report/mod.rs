@@ -101,6 +101,7 @@ impl PaperReport {
 
 /// The progress line on stderr: paper, server, point k of n, elapsed, ETA (from each point's
 /// planned seconds, scaled by how the points so far compared with their plan).
+#[derive(Clone)]
 pub struct Progress {
     pub paper: String,
     start: Instant,

@@ -163,7 +163,7 @@ impl Scale {
 
 /// About `n` round linear ticks covering [lo, hi] (steps of 1, 2 or 5 x 10^k).
 pub fn linear_ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
-    if !(hi > lo) || !lo.is_finite() || !hi.is_finite() {
+    if hi.is_nan() || lo.is_nan() || hi <= lo || !lo.is_finite() || !hi.is_finite() {
         return vec![lo];
     }
     let raw = (hi - lo) / n.max(1) as f64;
@@ -241,7 +241,7 @@ impl Chart {
         }
     }
 
-    pub fn add(mut self, s: Series) -> Chart {
+    pub fn with(mut self, s: Series) -> Chart {
         if !s.points.is_empty() {
             self.series.push(s);
         }
@@ -594,17 +594,17 @@ mod tests {
             Axis::new("concurrency", "clients"),
             Axis::new("throughput", "req/s").log(),
         )
-        .add(Series::new(
+        .with(Series::new(
             "gs-fork",
             Style::Line,
             vec![Pt::new(1.0, 100.0), Pt::range(2.0, 200.0, 150.0, 250.0)],
         ))
-        .add(Series::new(
+        .with(Series::new(
             "forked",
             Style::Paper,
             vec![Pt::new(20.0, 2030.59)],
         ))
-        .add(Series::new("empty", Style::Line, vec![]));
+        .with(Series::new("empty", Style::Line, vec![]));
         let svg = c.render();
         assert!(svg.starts_with(
             r#"<figure class="chart" id="chart-t1" data-series="2" data-points="3">"#
@@ -626,7 +626,7 @@ mod tests {
         assert!(c.render().contains("no data"));
         // Non-positive values are left out of a log axis instead of breaking it.
         let c =
-            Chart::new("l", "log", Axis::new("x", ""), Axis::new("y", "").log()).add(Series::new(
+            Chart::new("l", "log", Axis::new("x", ""), Axis::new("y", "").log()).with(Series::new(
                 "s",
                 Style::Markers,
                 vec![Pt::new(1.0, 0.0), Pt::new(2.0, 10.0)],
@@ -642,7 +642,7 @@ mod tests {
 
     #[test]
     fn bands_are_polygons() {
-        let c = Chart::new("b", "band", Axis::new("x", ""), Axis::new("y", "")).add(Series::new(
+        let c = Chart::new("b", "band", Axis::new("x", ""), Axis::new("y", "")).with(Series::new(
             "95% band",
             Style::Band,
             vec![Pt::range(1.0, 5.0, 4.0, 6.0), Pt::range(2.0, 6.0, 5.0, 7.0)],
