@@ -34,7 +34,8 @@ pub(crate) struct Conn {
     pub out_pos: usize,
     pub parser: Parser,
     /// Bytes received since `rate_since` (the slot's first request; WAGON: the burst's
-    /// start), for its bit rate over wall time (`--conforming`).
+    /// start), for its bit rate over wall time (`--conforming`). Counted as they are read,
+    /// so a long response still in flight at the end counts what it delivered.
     pub slot_bytes: u64,
     pub rate_since: Option<u64>,
     /// When the slot last completed or failed a request (the end of its window in a run
@@ -210,6 +211,7 @@ impl Worker<'_> {
     /// Feeds received bytes to the parser; false once the connection is closed.
     pub(crate) fn on_data(&mut self, ci: usize, data: &[u8]) -> bool {
         let head = self.reqs.head;
+        self.conns[ci].slot_bytes += data.len() as u64;
         let mut off = 0;
         while off < data.len() {
             let c = &mut self.conns[ci];
@@ -247,7 +249,6 @@ impl Worker<'_> {
         let c = &mut self.conns[ci];
         let f = c.flights.pop_front().expect("a response without a request");
         c.reused = true;
-        c.slot_bytes += r.bytes;
         c.last_done = now;
         self.inflight -= 1;
         self.stats

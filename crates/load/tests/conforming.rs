@@ -107,3 +107,27 @@ fn rated_receive_must_be_positive() {
     let e = a.to_config().unwrap_err();
     assert!(e.contains("--rated-receive must be positive"), "{e}");
 }
+
+#[test]
+fn bytes_count_as_they_arrive() {
+    // A 100 KB body trickled over about a second, and a run of 0.5 s: no response completes,
+    // but the connection received about half the body, and its rate says so.
+    let srv = Server::start(Behavior::Trickle {
+        body: 100_000,
+        gap: Duration::from_millis(100),
+    });
+    let r = load(&[
+        &srv.url("/"),
+        "-c",
+        "1",
+        "-d",
+        "500ms",
+        "--conforming",
+        "100",
+    ]);
+    assert_eq!(r.stats.requests, 0);
+    assert_eq!(r.stats.incomplete, 1);
+    let rate = r.stats.conn_rates[0];
+    assert!(rate > 300_000.0 && rate < 1_700_000.0, "rate {rate} bit/s");
+    assert_eq!(r.conforming(), Some((1, 1)));
+}
