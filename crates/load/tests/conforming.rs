@@ -129,6 +129,6 @@ fn bytes_count_as_they_arrive() {
     assert_eq!(r.stats.requests, 0);
     assert_eq!(r.stats.incomplete, 1);
     let rate = r.stats.conn_rates[0];
-    assert!(rate >= 90_000.0 && rate <= 900_000.0, "rate {rate} bit/s");
+    assert!((90_000.0..=900_000.0).contains(&rate), "rate {rate} bit/s");
     assert_eq!(r.conforming(), Some((1, 1)));
 }
