@@ -105,6 +105,9 @@ pub fn why_missing(lab: &Lab, rep: &PaperReport, label: &str) -> String {
     if rep.interrupted {
         return "the run was interrupted before its points".into();
     }
+    if lab.quick {
+        return format!("{label} is not part of quick mode (spec); the full run measures it");
+    }
     format!("no measured points of {label}")
 }
 

@@ -24,6 +24,8 @@ pub const TITLE: &str =
     "Online response time optimization of Apache web server (Liu, Sha, Diao, Hellerstein et al.)";
 pub const FILE: &str = "001_0169992c5516026d.txt";
 pub const GS: &str = "gs-prefork";
+/// BL of Eq. 1: the WAGON burst length's mean (Table II).
+pub const BURST_LENGTH: f64 = 7.0;
 pub const APACHE: &str = "apache2-prefork";
 
 /// One of the two loads.
@@ -303,6 +305,11 @@ fn step_rows(
             r.extra.insert("st_ms".into(), w("service_time_s") * 1e3);
             r.extra.insert("aqt_ms".into(), w("queue_wait_s") * 1e3);
             r.extra.insert("busy".into(), w("busy"));
+            // Eq. 1: RT = AQT + BL x ST, with the workload's mean burst length.
+            r.extra.insert(
+                "eq1_rt_ms".into(),
+                (w("queue_wait_s") + BURST_LENGTH * w("service_time_s")) * 1e3,
+            );
         }
         rep.runs.push(r);
     }

@@ -190,6 +190,31 @@ pub fn controller_run(
     if let Some(m) = crate::analysis::stats::mean(&steady_server) {
         r.extra.insert("steady_server_rt_ms".into(), m * 1e3);
     }
+    // Eq. 1 over the steady window, weighted by completions.
+    let steady: Vec<&&serde_json::Value> = after
+        .iter()
+        .filter(|v| {
+            v["t_s"]
+                .as_f64()
+                .is_some_and(|t| t - offset >= steady_from as f64)
+        })
+        .collect();
+    let n: f64 = steady
+        .iter()
+        .map(|v| v["completions"].as_f64().unwrap_or(0.0))
+        .sum();
+    if n > 0.0 {
+        let eq1: f64 = steady
+            .iter()
+            .map(|v| {
+                let f = |k: &str| v[k].as_f64().unwrap_or(0.0);
+                (f("queue_wait_s") + super::p001::BURST_LENGTH * f("service_time_s"))
+                    * f("completions")
+            })
+            .sum::<f64>()
+            / n;
+        r.extra.insert("steady_eq1_ms".into(), eq1 * 1e3);
+    }
     if let Some(last) = rep.runs.iter_mut().rev().find(|x| x.id == r.id) {
         *last = r;
     }

@@ -43,10 +43,10 @@ pub fn figures(lab: &Lab, rep: &mut PaperReport) {
         }
         let srv: Vec<Pt> = steps(rep, GS, &phase)
             .iter()
-            .filter_map(|r| Some(Pt::new(r.conc as f64, r.x("server_rt_ms")?)))
+            .filter_map(|r| Some(Pt::new(r.conc as f64, r.x("eq1_rt_ms")?)))
             .collect();
         c = c.with(Series::new(
-            format!("{GS} page RT = AQT + BL x ST (server)"),
+            format!("{GS} RT = AQT + BL x ST (Eq. 1, server)"),
             Style::Line,
             srv,
         ));
@@ -146,7 +146,12 @@ pub fn figures(lab: &Lab, rep: &mut PaperReport) {
             p(&|r| r.x("st_ms")),
         ))
         .with(Series::new(
-            "RT = AQT + BL x ST",
+            "RT = AQT + BL x ST (Eq. 1)",
+            Style::Line,
+            p(&|r| r.x("eq1_rt_ms")),
+        ))
+        .with(Series::new(
+            "request RT (first byte in to last out)",
             Style::Line,
             p(&|r| r.x("server_rt_ms")),
         ));
@@ -201,15 +206,16 @@ pub fn figures(lab: &Lab, rep: &mut PaperReport) {
             "controller",
             "load",
             "final MaxClients",
+            "steady RT ms (Eq. 1, server)",
             "steady RT ms (client)",
-            "steady page RT ms (server)",
+            "steady request RT ms (server)",
             "converged after (250 ms intervals)",
-            "default / controller RT",
+            "default / controller RT (Eq. 1)",
         ]);
         let default_rt = ctrl
             .iter()
             .find(|r| r.phase == "control-apache")
-            .and_then(|r| r.x("steady_rt_ms"));
+            .and_then(|r| r.x("steady_eq1_ms"));
         for r in &ctrl {
             let name = r.phase.trim_start_matches("control-").to_string();
             let unfreeze = r.x("unfreeze_s").unwrap_or(0.0);
@@ -251,10 +257,11 @@ pub fn figures(lab: &Lab, rep: &mut PaperReport) {
                 name.clone(),
                 r.size.replace(" WAGON", ""),
                 f("final_mc", 0),
+                f("steady_eq1_ms", 1),
                 f("steady_rt_ms", 1),
                 f("steady_server_rt_ms", 1),
                 f("converged_interval", 0),
-                match (default_rt, r.x("steady_rt_ms")) {
+                match (default_rt, r.x("steady_eq1_ms")) {
                     (Some(dr), Some(x)) if x > 0.0 => format!("{:.1}", dr / x),
                     _ => "-".into(),
                 },

@@ -121,10 +121,10 @@ pub struct Chart {
     pub series: Vec<Series>,
 }
 
-const W: f64 = 720.0;
+const W: f64 = 880.0;
 const H: f64 = 380.0;
 const LEFT: f64 = 72.0;
-const RIGHT: f64 = 230.0;
+const RIGHT: f64 = 290.0;
 const TOP: f64 = 30.0;
 const BOTTOM: f64 = 52.0;
 
@@ -221,6 +221,27 @@ pub fn fmt_tick(v: f64) -> String {
     } else {
         trim(format!("{v:.4}"))
     }
+}
+
+/// Characters per legend line at its font size in the legend's width.
+const LEGEND_CHARS: usize = 40;
+
+/// Splits `s` at spaces into lines of at most `width` characters (a longer word stays whole).
+pub fn wrap(s: &str, width: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    for word in s.split_whitespace() {
+        match lines.last_mut() {
+            Some(l) if l.chars().count() + 1 + word.chars().count() <= width => {
+                l.push(' ');
+                l.push_str(word);
+            }
+            _ => lines.push(word.to_string()),
+        }
+    }
+    if lines.is_empty() {
+        lines.push(String::new());
+    }
+    lines
 }
 
 pub fn esc(s: &str) -> String {
@@ -325,10 +346,11 @@ impl Chart {
         let sx = Scale::new(x0, x1, px0, px1, self.x.log);
         let sy = Scale::new(y0, y1, py0, py1, self.y.log);
         self.axes(&mut o, &sx, &sy, (x0, x1), (y0, y1));
+        let mut ly = TOP + 8.0;
         for (i, s) in self.series.iter().enumerate() {
             let color = PALETTE[i % PALETTE.len()];
             self.draw(&mut o, s, color, &sx, &sy);
-            self.legend_entry(&mut o, i, s, color);
+            ly += self.legend_entry(&mut o, ly, s, color);
         }
         o.push_str("</svg></figure>");
         o
@@ -475,9 +497,9 @@ impl Chart {
         }
     }
 
-    fn legend_entry(&self, o: &mut String, i: usize, s: &Series, color: &str) {
+    /// One legend entry at height `y`; returns the height it took (names wrap).
+    fn legend_entry(&self, o: &mut String, y: f64, s: &Series, color: &str) -> f64 {
         let x = W - RIGHT + 14.0;
-        let y = TOP + 8.0 + i as f64 * 30.0;
         match s.style {
             Style::Paper => {
                 let _ = write!(
@@ -509,21 +531,27 @@ impl Chart {
                 );
             }
         }
-        let _ = write!(
-            o,
-            r#"<text x="{:.1}" y="{:.1}" class="lg">{}</text>"#,
-            x + 24.0,
-            y + 4.0,
-            esc(&s.name)
-        );
+        let lines = wrap(&s.name, LEGEND_CHARS);
+        for (k, line) in lines.iter().enumerate() {
+            let _ = write!(
+                o,
+                r#"<text x="{:.1}" y="{:.1}" class="lg">{}</text>"#,
+                x + 24.0,
+                y + 4.0 + 13.0 * k as f64,
+                esc(line)
+            );
+        }
+        let mut h = 13.0 * lines.len() as f64 + 8.0;
         if s.style == Style::Paper {
             let _ = write!(
                 o,
                 r#"<text x="{:.1}" y="{:.1}" class="lg2">{PAPER_LABEL}</text>"#,
                 x + 24.0,
-                y + 16.0
+                y + 2.0 + h
             );
+            h += 12.0;
         }
+        h
     }
 }
 
@@ -562,6 +590,20 @@ mod tests {
             vec![0.1, 1.0, 10.0, 100.0, 1000.0, 10000.0, 100000.0]
         );
         assert_eq!(log_ticks(3.0, 40.0), vec![5.0, 10.0, 20.0]);
+    }
+
+    #[test]
+    fn legend_names_wrap() {
+        assert_eq!(
+            wrap("gs-prefork RT = AQT + BL x ST (Eq. 1, server)", 20),
+            vec!["gs-prefork RT = AQT", "+ BL x ST (Eq. 1,", "server)"]
+        );
+        assert_eq!(wrap("short", 20), vec!["short"]);
+        assert_eq!(wrap("", 20), vec![""]);
+        assert_eq!(
+            wrap("averyveryverylongword x", 5),
+            vec!["averyveryverylongword", "x"]
+        );
     }
 
     #[test]

@@ -101,7 +101,14 @@ mod tests {
         let r = get(addr, "/x", Duration::from_secs(5)).unwrap();
         assert_eq!(r.body, b"hi");
         t.join().unwrap();
-        // The listener is gone: nobody accepts any more.
-        assert!(!wait_listening(addr, Duration::from_millis(300), || true));
+        // A live listener is seen at once; a dead process ends the wait without a listener.
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        assert!(wait_listening(
+            l.local_addr().unwrap(),
+            Duration::from_secs(2),
+            || true
+        ));
+        let nobody: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        assert!(!wait_listening(nobody, Duration::from_secs(5), || false));
     }
 }

@@ -58,6 +58,27 @@ fn install(package: &str) -> Result<(), String> {
         ));
     }
     eprintln!("gearshift lab: installing Debian package {package}");
+    // Packages such as nginx and apache2 start their service on port 80 when installed;
+    // two of them would fight over it and fail the install. A policy-rc.d that refuses
+    // service starts (Debian's own mechanism, as container images ship it) prevents that.
+    let policy = std::path::Path::new("/usr/sbin/policy-rc.d");
+    let placed = !policy.exists()
+        && std::fs::write(
+            policy,
+            "#!/bin/sh\n# gearshift lab: no service starts while installing\nexit 101\n",
+        )
+        .is_ok();
+    if placed {
+        crate::peers::set_mode(policy, 0o755);
+    }
+    let result = apt_install(package);
+    if placed {
+        let _ = std::fs::remove_file(policy);
+    }
+    result
+}
+
+fn apt_install(package: &str) -> Result<(), String> {
     let limit = Duration::from_secs(900);
     let apt = |args: &[&str]| {
         let mut v = vec![
