@@ -265,6 +265,13 @@ fn step_rows(
         r.p99_ms = seg.p99_ms;
         r.mean_to_ms = seg.mean_to_ms;
         r.extra.clear();
+        // Whole-run figures do not belong to a step.
+        (
+            r.peak_procs,
+            r.server_cpu_s,
+            r.client_cpu_s,
+            r.client_cpu_share,
+        ) = (0, 0.0, 0.0, 0.0);
         let sel: Vec<&crate::run::SeriesRow> = rows
             .iter()
             .filter(|x| x.second >= from && x.second < to)

@@ -201,7 +201,7 @@ fn knees_claims(lab: &Lab, rep: &PaperReport, nginx_label: &str, suffix: &str) -
     );
     let (ka, kn, kx) = (knee_or_zero(&a), knee_or_zero(&n), knee_or_zero(&x));
     let knees = format!("knees Apache {ka:.0}, Node {kn:.0}, {nginx_label} {kx:.0}");
-    let c = Claim::new(&format!("D1{suffix}"), "Stable concurrency orders Apache < Node < nginx", "knee = largest C of the stable run from the smallest C (time-outs + errors <= 1% of issued, throughput >= 80% of the server's peak); knees strictly ordered", "Apache 2800, Node 5600, nginx 8000");
+    let c = Claim::new(&format!("D1{suffix}"), "Stable concurrency orders Apache < Node < nginx", "knee = the largest C that is stable (time-outs + errors <= 1% of issued, throughput >= 80% of the server's peak); knees strictly ordered", "Apache 2800, Node 5600, nginx 8000");
     out.push(match needs(lab, rep, c, &servers) {
         Err(c) => *c,
         Ok(c) => c

@@ -190,7 +190,7 @@ pub fn figures(rep: &mut PaperReport) {
         title: "Knees, peaks and what was seen at the collapse".into(),
         paper: "Apache 2800 (about 4100 req/s), Node 5600 (about 4300 req/s), nginx 8000 (above 7000 req/s). The paper explains Apache's collapse by memory (\"will not have enough memory space\").".into(),
         tables: vec![t, ab],
-        note: "Knee: the largest C of the stable run from the smallest C (time-outs + errors <= 1% of issued, throughput >= 80% of that server's peak). ab cross-checks at three points per server (full mode): ab's time per request is c x wall / n.".into(),
+        note: "Knee: the largest stable C (time-outs + errors <= 1% of issued, throughput >= 80% of that server's peak). ab cross-checks at three points per server (full mode): ab's time per request is c x wall / n.".into(),
         ..Figure::default()
     });
     // Steady rate.

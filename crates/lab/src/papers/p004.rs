@@ -53,7 +53,11 @@ impl Ctx<'_> {
         );
         spec.requests = Some(n);
         spec.keepalive = false;
-        spec.time_limit_s = if self.lab.quick { 30.0 } else { 120.0 };
+        spec.time_limit_s = if self.lab.quick {
+            30.0
+        } else {
+            d::POINT_LIMIT_S
+        };
         let tmpl = Run {
             size: file.1.into(),
             conc: c,
@@ -130,7 +134,7 @@ fn estimate(_c: u64, n: u64, label: &str) -> f64 {
         PY_THREAD => 1500.0,
         _ => 6000.0,
     };
-    n as f64 / rate + 0.5
+    (n as f64 / rate).min(d::POINT_LIMIT_S) + 0.5
 }
 
 pub fn run(lab: &mut Lab, rep: &mut PaperReport) -> Res<()> {
@@ -285,7 +289,7 @@ pub fn run(lab: &mut Lab, rep: &mut PaperReport) -> Res<()> {
 fn notes(quick: bool) -> Vec<String> {
     let mut v = vec![
         "The paper's text contradicts itself on the concurrency (\"1 to 10\", \"C = 5\", \"-c 10\", a regression over 1..20 extrapolated to 60). Its tables are at c = 20: TPR x RPS = 20.00 in all four rows and ab's TPR is c x wall / n. We follow the spec: sweep c = 1..20 and put the tables at c = 20.".to_string(),
-        "Measured with gearshift load (closed loop, one connection per request, HTTP/1.1 with Connection: close, n requests, 15 s time-out, one generator thread) instead of ab, so every point has the same instruments; full mode adds ab -n 10000 -c 20 at c = 20 as a cross-check. TPR is computed as ab does: c x wall / n.".to_string(),
+        "Measured with gearshift load (closed loop, one connection per request, HTTP/1.1 with Connection: close, n requests, 15 s time-out, one generator thread) instead of ab, so every point has the same instruments; full mode adds ab -n 10000 -c 20 at c = 20 as a cross-check. TPR is computed as ab does: c x wall / n. In full mode a point stops at n requests or after 4 s, whichever comes first (the cut-short flag): on this shared box 10000 forks take longer than the paper's 5 s, and req/s of a closed loop is the same over any window once it runs.".to_string(),
         "No scaling: the paper's box had 2 vCPUs like ours, with the client on the same box over loopback. Unpinned, as the paper ran; full mode adds a pinned control (server on CPU 0, generator on CPU 1).".to_string(),
         "gearshift's response heads are longer than the paper's 66/67 bytes (Date, Last-Modified, ETag, Accept-Ranges ...), so KB/s is compared on body bytes too (body_kb_per_s). The Python peers answer with the paper's 66-byte head.".to_string(),
         "Without keep-alive every request is a connect plus a fork or a thread spawn: this measures creation cost, not serving.".to_string(),

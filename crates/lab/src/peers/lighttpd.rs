@@ -1,7 +1,8 @@
 //! lighttpd (Debian's package), paper 002's stand-in for Zeus (a single-process event loop):
 //! one process, our port, pid file and error log, listen backlog 511, file descriptors and
 //! connections raised for paper 002's 1000 keep-alive connections. Run in the foreground
-//! (`-D`).
+//! (`-D`); its error log goes to stderr (the run directory's stderr.log), since lighttpd opens
+//! its log after dropping to www-data, who cannot write the lab's root-owned directory.
 
 use super::ServerDef;
 
@@ -12,7 +13,6 @@ pub fn def(label: &str, port: u16, docroot: &str, max_connections: u64) -> Serve
          server.bind = \"127.0.0.1\"\n\
          server.port = {port}\n\
          server.pid-file = \"{{dir}}/lighttpd.pid\"\n\
-         server.errorlog = \"{{dir}}/error.log\"\n\
          server.username = \"www-data\"\n\
          server.groupname = \"www-data\"\n\
          server.max-fds = {fds}\n\

@@ -3,6 +3,10 @@
 //! parents' cumulative times), the kernel's TcpExt listen-queue counters of the server's
 //! network namespace, and the load average. Read from outside the server: no server code is
 //! involved, so every peer is measured the same way.
+//!
+//! A live process's CPU comes from its threads' `schedstat` (nanoseconds of run time), not
+//! from `stat`'s utime + stime: those are whole clock ticks per process, and 1200 prefork
+//! children each using a few milliseconds read as 0 there (seen with apache2 on this box).
 
 use std::collections::HashMap;
 
@@ -31,8 +35,10 @@ fn page_size() -> u64 {
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Stat {
     pub ppid: i32,
-    /// utime + stime + cutime + cstime, in ticks.
+    /// utime + stime, in ticks (used only when schedstat is unreadable).
     pub ticks: u64,
+    /// cutime + cstime: reaped children, in ticks (summed in nanoseconds by the kernel).
+    pub child_ticks: u64,
     /// Resident pages.
     pub rss_pages: u64,
 }
@@ -47,7 +53,8 @@ pub fn parse_stat(text: &str) -> Option<Stat> {
     let n = |i: usize| f.get(i)?.parse::<i64>().ok();
     Some(Stat {
         ppid: n(1)? as i32,
-        ticks: (n(11)? + n(12)? + n(13)? + n(14)?).max(0) as u64,
+        ticks: (n(11)? + n(12)?).max(0) as u64,
+        child_ticks: (n(13)? + n(14)?).max(0) as u64,
         rss_pages: n(21)?.max(0) as u64,
     })
 }
@@ -101,14 +108,48 @@ pub struct TreeSample {
 }
 
 pub fn sample_tree(root: i32) -> TreeSample {
-    summarize(&tree(root))
+    let t = tree(root);
+    let live: Vec<Option<u64>> = t.iter().map(|(pid, _)| run_ns(*pid)).collect();
+    summarize(&t, &live)
 }
 
-pub fn summarize(t: &[(i32, Stat)]) -> TreeSample {
-    let ticks: u64 = t.iter().map(|(_, s)| s.ticks).sum();
+/// Nanoseconds the threads of `pid` have run (first field of each task's schedstat).
+pub fn run_ns(pid: i32) -> Option<u64> {
+    let mut total = 0u64;
+    let mut any = false;
+    for e in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .ok()?
+        .flatten()
+    {
+        if let Some(ns) = std::fs::read_to_string(e.path().join("schedstat"))
+            .ok()
+            .and_then(|t| t.split_whitespace().next()?.parse::<u64>().ok())
+        {
+            total += ns;
+            any = true;
+        }
+    }
+    any.then_some(total)
+}
+
+/// A tree's CPU and memory: each live process's run time (schedstat nanoseconds when
+/// readable, else its ticks) plus what its reaped children used.
+pub fn summarize(t: &[(i32, Stat)], live_ns: &[Option<u64>]) -> TreeSample {
+    let hz = ticks_per_s();
+    let cpu_s: f64 = t
+        .iter()
+        .enumerate()
+        .map(|(i, (_, s))| {
+            let own = match live_ns.get(i).copied().flatten() {
+                Some(ns) => ns as f64 / 1e9,
+                None => s.ticks as f64 / hz,
+            };
+            own + s.child_ticks as f64 / hz
+        })
+        .sum();
     let pages: u64 = t.iter().map(|(_, s)| s.rss_pages).sum();
     TreeSample {
-        cpu_s: ticks as f64 / ticks_per_s(),
+        cpu_s,
         rss_bytes: pages * page_size(),
         procs: t.len(),
     }
@@ -206,7 +247,8 @@ mod tests {
                     100 1000000 321 18446744073709551615";
         let s = parse_stat(line).unwrap();
         assert_eq!(s.ppid, 77);
-        assert_eq!(s.ticks, 250 + 50 + 7 + 3);
+        assert_eq!(s.ticks, 250 + 50);
+        assert_eq!(s.child_ticks, 7 + 3);
         assert_eq!(s.rss_pages, 321);
         assert!(parse_stat("garbage").is_none());
     }
@@ -216,6 +258,7 @@ mod tests {
         let st = |ppid, ticks| Stat {
             ppid,
             ticks,
+            child_ticks: 1,
             rss_pages: 1,
         };
         let all: HashMap<i32, Stat> = [
@@ -229,17 +272,31 @@ mod tests {
         let mut t: Vec<i32> = descendants(10, &all).iter().map(|p| p.0).collect();
         t.sort();
         assert_eq!(t, [10, 11, 12]);
-        let s = summarize(&descendants(10, &all));
+        let d = descendants(10, &all);
+        let s = summarize(&d, &[None, None, None]);
         assert_eq!(s.procs, 3);
-        assert!((s.cpu_s - 7.0 / ticks_per_s()).abs() < 1e-9);
+        // Own ticks 5 + 1 + 1 and one reaped-child tick each.
+        assert!((s.cpu_s - 10.0 / ticks_per_s()).abs() < 1e-9);
+        // With schedstat, nanoseconds replace the processes' own ticks.
+        let s = summarize(&d, &[Some(1_000_000), Some(2_000_000), Some(0)]);
+        assert!((s.cpu_s - (0.003 + 3.0 / ticks_per_s())).abs() < 1e-9);
         assert!(descendants(99, &all).is_empty());
     }
 
     #[test]
     fn own_tree_is_found() {
         let me = std::process::id() as i32;
+        // Burn a few milliseconds: schedstat sees them where whole ticks might not.
+        let t0 = std::time::Instant::now();
+        let mut x = 0u64;
+        while t0.elapsed() < std::time::Duration::from_millis(30) {
+            x = x.wrapping_mul(31).wrapping_add(7);
+        }
+        assert!(x != 1);
         let s = sample_tree(me);
         assert!(s.procs >= 1 && s.rss_bytes > 0);
+        assert!(s.cpu_s >= 0.02, "cpu {} s", s.cpu_s);
+        assert!(run_ns(me).unwrap() > 20_000_000);
     }
 
     #[test]
