@@ -122,6 +122,10 @@ pub mod p001 {
     pub const B7_RATIO: f64 = 10.0;
     /// CPU share of one core at which the server counts as saturated (B4; our choice).
     pub const SATURATED_CPU: f64 = 0.90;
+    /// The httperf cross-check: sessions and session rate (Table II's 10 sessions/s, which
+    /// keeps httperf's select() under its 1024 descriptors).
+    pub const HTTPERF_SESSIONS: u64 = 150;
+    pub const HTTPERF_SESSION_RATE: f64 = 10.0;
     /// Most sessions in progress (the generator's -c): L1 holds about 2,400 sessions.
     pub const SESSIONS_CAP: u64 = 6000;
 }

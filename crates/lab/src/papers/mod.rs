@@ -262,7 +262,10 @@ impl Lab {
             }
             Client::Ab { n, .. } => {
                 let s = ab::parse(&text)
-                    .ok_or_else(|| Stop::Failed(format!("{}: ab printed no summary", tmpl.id)))?;
+                    .ok_or_else(|| {
+                        let err = std::fs::read_to_string(self.work.join(format!("{}.stderr", tmpl.id))).unwrap_or_default();
+                        Stop::Failed(format!("{}: ab stopped without a summary (its -s is one poll time-out for the whole run): {}", tmpl.id, err.lines().last().unwrap_or("").trim()))
+                    })?;
                 ab::fill(&mut tmpl, &s, *n);
             }
             Client::Httperf { .. } => {

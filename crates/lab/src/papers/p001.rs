@@ -131,6 +131,7 @@ pub fn wagon(lab: &Lab, s: &Server, l: &LoadDef, secs: f64, seed: u64) -> LoadSp
         session_interval_s: l.session_interval_s,
         think_scale: d::THINK_SCALE,
         hold: true,
+        sessions: None,
     });
     let _ = lab;
     spec

@@ -183,8 +183,8 @@ pub fn b6(mc1: f64, mc2: f64, rt1: f64, rt2: f64) -> Outcome {
     }
 }
 
-/// B7: the default scheme's steady RT over each controller's at least 10 (no gain: not
-/// reproduced; a smaller gain: differs).
+/// B7: the default scheme's steady RT over each controller's at least 10 (equal within 10%:
+/// not reproduced; a smaller gain, or a controller slower than the default: differs).
 pub fn b7(default_rt: f64, controller_rts: &[f64]) -> (Outcome, f64) {
     let worst = controller_rts
         .iter()
@@ -194,9 +194,10 @@ pub fn b7(default_rt: f64, controller_rts: &[f64]) -> (Outcome, f64) {
         (Outcome::NotTested, f64::NAN)
     } else if worst >= d::B7_RATIO {
         (Outcome::Reproduced, worst)
-    } else if worst <= 1.1 {
+    } else if (1.0 / 1.1..=1.1).contains(&worst) {
         (Outcome::NotReproduced, worst)
     } else {
+        // A gain under 10x, or a controller slower than the default (reversed).
         (Outcome::Differs, worst)
     }
 }
@@ -522,6 +523,11 @@ mod tests {
         assert_eq!(b7(1000.0, &[50.0, 80.0]).0, Outcome::Reproduced);
         assert_eq!(b7(1000.0, &[50.0, 400.0]).0, Outcome::Differs);
         assert_eq!(b7(100.0, &[100.0, 95.0]).0, Outcome::NotReproduced);
+        assert_eq!(
+            b7(100.0, &[100.0, 1000.0]).0,
+            Outcome::Differs,
+            "a controller 10x slower"
+        );
         assert_eq!(b7(100.0, &[]).0, Outcome::NotTested);
         assert_eq!(b8(650.0, 128.0), Outcome::Reproduced);
         assert_eq!(b8(650.0, 500.0), Outcome::NotReproduced);

@@ -170,11 +170,23 @@ pub fn d7(prefork_growth: f64, event_growth: &[f64]) -> Outcome {
     }
 }
 
+/// A server's RSS growth over its sweep: the largest per-second RSS over the smallest (the
+/// first seconds of the first point, before prefork has forked up to its cap).
 fn growth(rep: &PaperReport, server: &str) -> Option<f64> {
-    let runs = rep.runs_where(|r| r.server == server && r.phase == "sweep");
-    let first = runs.iter().min_by_key(|r| r.conc)?;
-    let last = runs.iter().max_by_key(|r| r.conc)?;
-    (first.peak_rss_mb > 0.0).then(|| last.peak_rss_mb / first.peak_rss_mb)
+    let ids: Vec<&str> = rep
+        .runs_where(|r| r.server == server && r.phase == "sweep")
+        .iter()
+        .map(|r| r.id.as_str())
+        .collect();
+    let rss: Vec<f64> = rep
+        .series
+        .iter()
+        .filter(|s| ids.contains(&s.run.as_str()))
+        .filter_map(|s| s.server_rss_mb)
+        .filter(|m| *m > 0.0)
+        .collect();
+    let (lo, hi) = crate::analysis::stats::min_max(&rss)?;
+    Some(hi / lo)
 }
 
 fn ids(rep: &PaperReport, servers: &[&str], phase: &str) -> Vec<String> {

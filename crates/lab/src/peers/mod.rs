@@ -101,9 +101,26 @@ fn tail(dir: &Path) -> String {
     lines.join(" | ")
 }
 
-/// A free TCP port on 127.0.0.1 (bound and released; a race with another program is
-/// possible and shows as a start failure).
+/// A free TCP port on 127.0.0.1 below the ephemeral range, so that the generator's own
+/// connections (thousands per point, each from an ephemeral port) can never be sitting on it
+/// when the server starts (a port from bind(0) was, twice, in a full run). Each call moves
+/// on, so the ports of one run do not repeat.
 pub fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32768);
+    let (base, span) = (10_000u32, low.saturating_sub(10_000).max(1000));
+    let start = (std::process::id() * 7919) % span;
+    for _ in 0..span {
+        let p = base + (start + NEXT.fetch_add(1, Ordering::Relaxed)) % span;
+        if let Ok(l) = TcpListener::bind(("127.0.0.1", p as u16)) {
+            drop(l);
+            return p as u16;
+        }
+    }
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -228,4 +245,22 @@ pub fn check_bytes(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ports_below_the_ephemeral_range_and_not_repeated() {
+        let low: u16 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse().ok())
+            .unwrap_or(32768);
+        let a = free_port();
+        let b = free_port();
+        assert!(a >= 10_000 && a < low && b < low, "{a} {b} below {low}");
+        assert_ne!(a, b);
+        assert!(TcpListener::bind(("127.0.0.1", a)).is_ok());
+    }
 }

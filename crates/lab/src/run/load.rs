@@ -15,6 +15,8 @@ pub struct Wagon {
     pub think_scale: f64,
     /// Hold each session's connection through its think times (httperf sessions).
     pub hold: bool,
+    /// Start at most this many sessions.
+    pub sessions: Option<u64>,
 }
 
 /// One `gearshift load` invocation.
@@ -103,6 +105,10 @@ impl LoadSpec {
             push("--think-scale", format!("{}", w.think_scale));
             if w.hold {
                 v.push("--session-keepalive".into());
+            }
+            if let Some(n) = w.sessions {
+                v.push("--sessions".into());
+                v.push(n.to_string());
             }
         }
         if !self.keepalive {
@@ -271,10 +277,11 @@ mod tests {
             session_interval_s: 0.01,
             think_scale: 0.1,
             hold: true,
+            sessions: Some(150),
         });
         let a = s.argv("g").join(" ");
         assert!(a.contains(
-            "--workload wagon --session-interval 0.01 --think-scale 0.1 --session-keepalive"
+            "--workload wagon --session-interval 0.01 --think-scale 0.1 --session-keepalive --sessions 150"
         ));
     }
 
