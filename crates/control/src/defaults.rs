@@ -26,7 +26,7 @@ pub mod apache13 {
 }
 
 /// Apache 2.4 mpm_prefork defaults (httpd docs "prefork", "mpm_common"), the same values as
-/// `gearshift_server::defaults::prefork` (repeated because this crate must stay free of the
+/// `gearshift_core::defaults::prefork` (repeated because this crate must stay free of the
 /// server), and the maintenance cycle of server/mpm/prefork/prefork.c.
 pub mod apache {
     pub const START_SERVERS: u64 = 5;
@@ -78,7 +78,7 @@ pub mod saturation {
 pub mod keta {
     /// Stage names, accept (0) .. send (3).
     pub const STAGES: [&str; 4] = ["accept", "receive", "process", "send"];
-    /// Initial threads per stage and total M: `gearshift_server::defaults::staged`
+    /// Initial threads per stage and total M: `gearshift_core::defaults::staged`
     /// (the paper gives none: "set empirically in a configuration file").
     pub const INITIAL_THREADS: [u64; 4] = [1, 2, 4, 2];
     pub const MAX_THREADS: u64 = 16;
@@ -170,7 +170,7 @@ pub mod plant {
     pub const CONNECT_COST_S: f64 = 0.001;
     pub const CORES: f64 = 2.0;
     pub const KEEPALIVE_MS: u64 = 1_000;
-    /// Accept backlog, `gearshift_server::defaults::BACKLOG` (nginx's 511).
+    /// Accept backlog, `gearshift_core::defaults::BACKLOG` (nginx's 511).
     pub const ACCEPT_QUEUE: usize = 511;
     /// Slowdown per live worker process (memory, scheduler and cache contention).
     pub const CONTENTION_PER_WORKER: f64 = 0.006;

@@ -7,8 +7,8 @@ mod fit;
 mod worker_args;
 
 use clap::{Args, Parser, Subcommand};
-use gearshift_server::accesslog::LogFormat;
-use gearshift_server::config::Config;
+use gearshift_runtime::config::Config;
+use gearshift_runtime::config::LogFormat;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -101,7 +101,7 @@ struct ControlArgs {
 }
 
 impl ControlArgs {
-    fn apply(&self, c: &mut gearshift_server::live::LiveConfig) {
+    fn apply(&self, c: &mut gearshift_runtime::live::LiveConfig) {
         if let Some(v) = &self.controller {
             c.controller = v.clone();
         }
@@ -138,7 +138,7 @@ struct StagedArgs {
 }
 
 impl StagedArgs {
-    fn apply(&self, c: &mut gearshift_server::config::StagedConfig) {
+    fn apply(&self, c: &mut gearshift_runtime::config::StagedConfig) {
         let pairs = [
             (self.staged_accept_threads, &mut c.accept_threads),
             (self.staged_receive_threads, &mut c.receive_threads),
@@ -213,14 +213,14 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     let config = load_config(&args)?;
     if args.check_config {
         config.validate()?;
-        gearshift_server::bind(config.listen_addr()?).map(drop)?;
+        gearshift_runtime::bind(config.listen_addr()?).map(drop)?;
         println!("configuration ok");
         return Ok(());
     }
     init_tracing(&config.log.level);
     let root = config.root.clone();
     let reload_args = args.clone();
-    gearshift_server::serve(config, Box::new(move || load_config(&reload_args)), |s| {
+    gearshift_runtime::serve(config, Box::new(move || load_config(&reload_args)), |s| {
         use std::io::Write;
         let mut out = std::io::stdout().lock();
         let admin = s
