@@ -8,7 +8,7 @@
 //! non-blocking (MSG_DONTWAIT in `Batch`) and wait in poll while the socket is full. The
 //! protocol work is the same `Session` the event engine drives.
 
-use crate::session::{Session, Stop, WorkerCtx};
+use crate::session::{Session, Stop, ThreadCtx};
 use crate::shared::Shared;
 use gearshift_core::output::{Batch, Flushed};
 use gearshift_http::Phase;
@@ -24,9 +24,10 @@ const TICK_MS: u64 = 200;
 /// Lingering after the final answer (as in the event engine).
 const LINGER_MS: u64 = 2000;
 
-/// A worker's reusable state: its context, read buffer and output batch.
-pub struct Worker {
-    pub w: WorkerCtx,
+/// Serves connections one at a time to their end with blocking I/O: the calling thread's
+/// reusable state (its context, read buffer and output batch).
+pub struct Runner {
+    pub w: ThreadCtx,
     buf: Vec<u8>,
     batch: Batch,
     last_flush_ms: u64,
@@ -37,10 +38,10 @@ pub struct Worker {
     reported: u64,
 }
 
-impl Worker {
-    pub fn new(shared: &Shared) -> Worker {
-        Worker {
-            w: WorkerCtx::new(shared.now_ms(), unix_now()).counting(shared),
+impl Runner {
+    pub fn new(shared: &Shared) -> Runner {
+        Runner {
+            w: ThreadCtx::new(shared.now_ms(), unix_now()).counting(shared),
             buf: vec![0; gearshift_core::defaults::READ_BUF],
             batch: Batch::default(),
             last_flush_ms: 0,
@@ -231,7 +232,7 @@ impl Worker {
     }
 }
 
-impl Worker {
+impl Runner {
     /// Give an idle connection back to whoever parks it, its receive timeout reset.
     fn hand_back(&mut self, fd: OwnedFd, session: Session, rcv_ms: u64) -> (OwnedFd, Session) {
         if rcv_ms != TICK_MS {

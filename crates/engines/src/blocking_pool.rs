@@ -1,11 +1,11 @@
 //! The event engine's pool for dynamic exchanges: an event loop must never block, so it
 //! hands a connection with a dynamic request to one of these threads, which runs
-//! `dynamic::exchange` with blocking I/O and gives the connection back (nginx's
+//! `exchange::run` with blocking I/O and gives the connection back (nginx's
 //! `thread_pool`: a fixed number of threads behind a bounded queue). Threads start on demand
 //! up to the limit, so a server without dynamic content runs none. A full queue is refused
 //! (`submit` gives the job back) and the loop answers 503.
 
-use crate::session::WorkerCtx;
+use crate::session::ThreadCtx;
 use crate::shared::Shared;
 use gearshift_core::lifecycle::unix_now;
 use std::collections::VecDeque;
@@ -13,7 +13,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 /// What a pool thread does with each item, with that thread's context (clock, log buffer).
-pub type Handler<T> = Box<dyn Fn(T, &mut WorkerCtx) + Send + Sync>;
+pub type Handler<T> = Box<dyn Fn(T, &mut ThreadCtx) + Send + Sync>;
 
 struct State<T> {
     queue: VecDeque<T>,
@@ -97,7 +97,7 @@ impl<T: Send + 'static> BlockingPool<T> {
     }
 
     fn run(&self) {
-        let mut w = WorkerCtx::new(self.shared.now_ms(), unix_now()).counting(&self.shared);
+        let mut w = ThreadCtx::new(self.shared.now_ms(), unix_now()).counting(&self.shared);
         loop {
             let job = {
                 let mut st = self.lock();

@@ -6,7 +6,7 @@
 //! blocking I/O bounded by timeouts (`gearshift_handlers::dispatch`), then leaves the
 //! connection in sync for keep-alive and counts and logs the exchange in the session.
 
-use crate::session::{Session, WorkerCtx};
+use crate::session::{Session, ThreadCtx};
 use crate::shared::Shared;
 use gearshift_core::lifecycle::unix_now;
 use gearshift_handlers::dispatch::{self, Peers};
@@ -26,7 +26,7 @@ pub fn run(
     session: &mut Session,
     input: &mut Vec<u8>,
     shared: &Shared,
-    w: &mut WorkerCtx,
+    w: &mut ThreadCtx,
 ) {
     let Some(req) = session.take_dynamic() else {
         return;

@@ -1,7 +1,7 @@
 //! The `fork` engine: a process per connection, paper 004's forked server. A single-threaded
 //! master polls the listener, its control pipe and a SIGCHLD pipe; for each connection it
 //! accepts it forks a child that serves that connection to its end with the blocking
-//! `Worker` and exits. At `max_children` live children the master stops accepting, so
+//! `Runner` and exits. At `max_children` live children the master stops accepting, so
 //! further connections wait in the kernel's accept queue (as with Apache's
 //! MaxRequestWorkers). It reaps on every turn, so no child stays a zombie.
 //!
@@ -10,7 +10,7 @@
 
 pub mod process;
 
-use super::blocking::{self, Worker};
+use super::blocking::{self, Runner};
 use super::scoreboard::{Scoreboard, State};
 use crate::{Host, Request, Shared};
 use gearshift_core::knobs::Spec;
@@ -232,7 +232,7 @@ fn serve_one(
     slot.set_pid(rustix::process::getpid().as_raw_nonzero().get() as u32);
     slot.set_state(State::Busy);
     slot.add_connection();
-    let mut w = Worker::new(shared);
+    let mut w = Runner::new(shared);
     let board = board.clone();
     w.report_requests(Box::new(move |n| board.slot(i).add_requests(n)));
     w.serve(fd, peer, shared);

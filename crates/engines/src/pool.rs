@@ -10,7 +10,7 @@
 //! their access log they sleep `IDLE_WAIT` at a time: with the bench's 1,100 threads a
 //! 200 ms tick alone woke ~5,000 threads a second.
 
-use super::blocking::{self, Worker};
+use super::blocking::{self, Runner};
 use super::{accept_loop, master_loop};
 use crate::{Host, Shared};
 use gearshift_core::knobs::Spec;
@@ -40,7 +40,7 @@ impl PoolEngine {
     }
 }
 
-struct Pool {
+struct PoolState {
     items: Mutex<VecDeque<(OwnedFd, SocketAddr)>>,
     /// Signalled when an item is pushed or the pool stops.
     filled: Condvar,
@@ -52,7 +52,7 @@ struct Pool {
     busy: AtomicUsize,
 }
 
-impl Pool {
+impl PoolState {
     fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<(OwnedFd, SocketAddr)>> {
         self.items.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -103,7 +103,7 @@ impl super::Engine for PoolEngine {
         shared: Arc<Shared>,
         host: &dyn Host,
     ) -> std::io::Result<()> {
-        let pool = Arc::new(Pool {
+        let pool = Arc::new(PoolState {
             items: Mutex::new(VecDeque::new()),
             filled: Condvar::new(),
             emptied: Condvar::new(),
@@ -191,7 +191,7 @@ impl super::Engine for PoolEngine {
 
 /// Start threads until `alive` reaches the target.
 fn spawn_missing(
-    pool: &Arc<Pool>,
+    pool: &Arc<PoolState>,
     shared: &Arc<Shared>,
     handles: &mut Vec<std::thread::JoinHandle<()>>,
 ) -> std::io::Result<()> {
@@ -214,8 +214,8 @@ fn spawn_missing(
     Ok(())
 }
 
-fn work(pool: &Pool, shared: &Shared) {
-    let mut w = Worker::new(shared);
+fn work(pool: &PoolState, shared: &Shared) {
+    let mut w = Runner::new(shared);
     let mut wait = TICK;
     loop {
         match take(pool, shared, wait) {
@@ -255,7 +255,7 @@ enum Take {
 
 /// Next queued connection, waiting at most `wait`. The target and the drain flag are
 /// checked under the queue lock, where their changes are signalled (`notify_workers`).
-fn take(pool: &Pool, shared: &Shared, wait: Duration) -> Take {
+fn take(pool: &PoolState, shared: &Shared, wait: Duration) -> Take {
     let mut items = pool.lock();
     let mut timed_out = false;
     loop {

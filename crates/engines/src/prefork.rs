@@ -1,5 +1,5 @@
 //! The `prefork` engine: Apache's mpm_prefork. A single-threaded master forks StartServers
-//! children; each child loops accept -> serve the connection with the blocking `Worker` ->
+//! children; each child loops accept -> serve the connection with the blocking `Runner` ->
 //! repeat, on the listener they all share, and leaves after MaxConnectionsPerChild
 //! connections (0 = never). Once a second the master runs Apache's idle-server maintenance
 //! (`maintenance.rs`) on the scoreboard's idle and busy counts and forks or retires children;
@@ -16,7 +16,7 @@
 //! - The knobs the master acts on live in one `PreforkKnobs` value, re-read from
 //!   `Shared::knobs` whenever they change and used by every maintenance cycle.
 
-use super::blocking::{self, Worker};
+use super::blocking::{self, Runner};
 use super::fork::process::{self, Children, Exit, Reaper};
 use super::maintenance::{self, Action, Maintenance};
 use super::scoreboard::{Scoreboard, State};
@@ -416,7 +416,7 @@ fn child_main(
     let (slot, header) = (board.slot(i), board.header());
     slot.set_pid(rustix::process::getpid().as_raw_nonzero().get() as u32);
     let mut log_generation = header.log_generation();
-    let mut w = Worker::new(shared);
+    let mut w = Runner::new(shared);
     let counter = board.clone();
     w.report_requests(Box::new(move |n| counter.slot(i).add_requests(n)));
     let mut served = 0u64;

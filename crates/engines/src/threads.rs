@@ -3,7 +3,7 @@
 //! the end with blocking I/O. At `max_threads` busy threads the acceptor waits, so further
 //! connections wait in the kernel's accept queue, as with Apache's MaxRequestWorkers.
 
-use super::blocking::{self, Worker};
+use super::blocking::{self, Runner};
 use super::{accept_loop, master_loop};
 use crate::{Host, Shared};
 use gearshift_core::knobs::Spec;
@@ -92,7 +92,7 @@ impl super::Engine for ThreadsEngine {
                             std::thread::Builder::new()
                                 .name("conn".into())
                                 .spawn(move || {
-                                    let mut w = Worker::new(&shared);
+                                    let mut w = Runner::new(&shared);
                                     w.serve(fd, peer, &shared);
                                     w.flush_log();
                                     release(&slots2);

@@ -6,7 +6,7 @@
 //! when `Shared` is created, before any engine forks: threads and child processes of the
 //! `fork`, `prefork` and `worker` engines then add to the same memory, and the master reads
 //! it without asking its children (the scoreboard's argument: all-atomic, valid when
-//! zeroed, same address in every process; see engine/scoreboard.rs). The mapping is never
+//! zeroed, same address in every process; see the engines' scoreboard.rs). The mapping is never
 //! unmapped (a few hundred bytes per `Shared`), so references to it are `'static`.
 //!
 //! The block is split into `SHARDS` shards, one cache-line-aligned copy of every counter

@@ -10,17 +10,17 @@
 //! A connection with a dynamic request leaves its loop for the dynamic pool while the
 //! exchange blocks, and is adopted back through the same mailbox.
 
-mod worker;
+mod eventloop;
 
 use crate::config::DynamicConfig;
 use crate::{Host, Shared};
+use eventloop::{Connection, Dynamic, EventLoop};
 use gearshift_core::knobs::Spec;
 use rustix::fd::{AsFd, OwnedFd};
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use worker::{Connection, Dynamic, Worker};
 
 /// Most event loops at once (bounds the knob).
 const MAX_WORKERS: usize = 64;
@@ -154,7 +154,7 @@ impl super::Engine for EventEngine {
             cfg.threads,
             cfg.queue,
             shared.clone(),
-            Box::new(worker::run_dynamic),
+            Box::new(eventloop::run_dynamic),
         );
         let loops = Loops {
             listener,
@@ -201,7 +201,7 @@ struct Loops {
 
 impl Loops {
     fn spawn(&self, id: usize) -> std::io::Result<JoinHandle<()>> {
-        let mut w = Worker::new(
+        let mut w = EventLoop::new(
             id,
             self.listener.clone(),
             self.shared.clone(),

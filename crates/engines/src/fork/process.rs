@@ -6,7 +6,7 @@
 //! How a child learns of a drain: it is a separate process, so the master's
 //! `Shared::draining` is not visible to it. After fork the child installs its own SIGTERM
 //! and SIGINT handler, which sets the draining flag and deadline of the child's own copy of
-//! `Shared`; the blocking `Worker` re-reads that flag at every wake-up (its polls are
+//! `Shared`; the blocking `Runner` re-reads that flag at every wake-up (its polls are
 //! interrupted by the signal), so no hook in the worker is needed. The master sends SIGTERM
 //! to every child when it drains, and the kernel sends it (PDEATHSIG) if the master dies.
 //!

@@ -2,7 +2,7 @@
 //! complete requests and hands them, as `Framed`, to its process stage, which answers them
 //! with `Session::answer_framed` on another thread. `process` does both at once.
 
-use super::{DynamicRequest, Seen, Session, Stop, WorkerCtx};
+use super::{DynamicRequest, Seen, Session, Stop, ThreadCtx};
 use gearshift_core::output::Batch;
 use gearshift_handlers::Service;
 use gearshift_http::parse::parse_head;
@@ -132,7 +132,7 @@ impl Session {
         &mut self,
         framed: &mut Framed,
         svc: &Service,
-        w: &mut WorkerCtx,
+        w: &mut ThreadCtx,
         out: &mut Batch,
     ) {
         for &frame in &framed.frames {

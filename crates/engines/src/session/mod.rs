@@ -7,7 +7,7 @@
 //! both in session/framed.rs).
 //! A request routed to a dynamic handler (CGI, the work endpoint) is not answered here:
 //! both stop with `Stop::Dynamic` right after its head, and the engine runs
-//! `dynamic::exchange`, which streams the body and the response on the socket itself.
+//! `exchange::run`, which streams the body and the response on the socket itself.
 
 use gearshift_core::accesslog::Record;
 use gearshift_core::output::Batch;
@@ -22,9 +22,9 @@ use std::net::SocketAddr;
 const MAX_QUEUED: u64 = 256 * 1024;
 
 mod framed;
-mod worker_ctx;
+mod thread_ctx;
 pub use framed::{Framed, MAX_FRAMED};
-pub use worker_ctx::WorkerCtx;
+pub use thread_ctx::ThreadCtx;
 
 /// One connection's protocol state.
 pub struct Session {
@@ -61,7 +61,7 @@ pub struct DynamicRequest {
     seen: Seen,
     /// A proxied request without a body, prepared for the event loop to run while its
     /// head was at hand (`Session::proxy_in_loop`), so the loop need not parse it again.
-    pub exchange: Option<Box<gearshift_handlers::proxy::Exchange>>,
+    pub exchange: Option<Box<gearshift_handlers::proxy::LoopExchange>>,
 }
 
 /// Start times of answers queued but not yet written, and where to count them once they
@@ -81,7 +81,7 @@ pub enum Stop {
     /// The connection must close after the queued output.
     Close,
     /// A dynamic request's head was read (the input consumed up to its end): write the
-    /// queued output, then run `dynamic::exchange` with the rest of the input.
+    /// queued output, then run `exchange::run` with the rest of the input.
     Dynamic,
 }
 
@@ -115,7 +115,7 @@ impl Session {
         &mut self,
         input: &[u8],
         svc: &Service,
-        w: &mut WorkerCtx,
+        w: &mut ThreadCtx,
         out: &mut Batch,
     ) -> (usize, Stop) {
         let mut pos = 0;
@@ -202,7 +202,7 @@ impl Session {
     }
 
     /// Count an answer (status, body bytes, handler time) and wait for it to be written.
-    fn count(&mut self, w: &WorkerCtx, started_us: u64, status: u16, bytes: u64, svc_us: u64) {
+    fn count(&mut self, w: &ThreadCtx, started_us: u64, status: u16, bytes: u64, svc_us: u64) {
         if let Some(c) = w.counters {
             c.answered(status, bytes, svc_us);
             self.unwritten
@@ -223,7 +223,7 @@ impl Session {
         head: &RequestHead,
         seen: Seen,
         svc: &Service,
-        w: &mut WorkerCtx,
+        w: &mut ThreadCtx,
         out: &mut Batch,
     ) {
         let keep_alive = head.keep_alive && !w.draining && seen.seq < svc.keepalive_requests;
@@ -255,8 +255,8 @@ impl Session {
         head: &RequestHead,
         seen: Seen,
         svc: &Service,
-        w: &WorkerCtx,
-    ) -> Option<Box<gearshift_handlers::proxy::Exchange>> {
+        w: &ThreadCtx,
+    ) -> Option<Box<gearshift_handlers::proxy::LoopExchange>> {
         let proxy = svc.proxy.as_ref().filter(|_| self.proxy_in_loop)?;
         if svc.route(head) != gearshift_handlers::Route::Proxy {
             return None;
@@ -273,14 +273,14 @@ impl Session {
     }
 
     /// Put back a dynamic request taken to look at (an engine that runs some dynamic
-    /// requests itself leaves the others to `dynamic::exchange`).
+    /// requests itself leaves the others to `exchange::run`).
     pub fn restore_dynamic(&mut self, req: DynamicRequest) {
         self.dynamic = Some(Box::new(req));
     }
 
     /// Refuse the reported dynamic request with `status` (e.g. 503 when no thread can take
     /// it) and close.
-    pub fn refuse_dynamic(&mut self, status: u16, w: &mut WorkerCtx, out: &mut Batch) {
+    pub fn refuse_dynamic(&mut self, status: u16, w: &mut ThreadCtx, out: &mut Batch) {
         self.dynamic = None;
         self.fail(status, w, out);
     }
@@ -291,7 +291,7 @@ impl Session {
         head: &RequestHead,
         req: &DynamicRequest,
         svc: &Service,
-        w: &WorkerCtx,
+        w: &ThreadCtx,
     ) -> bool {
         head.keep_alive && !w.draining && req.seen.seq < svc.keepalive_requests
     }
@@ -306,7 +306,7 @@ impl Session {
         outcome: respond::Outcome,
         keep_alive: bool,
         exchange_us: u64,
-        w: &mut WorkerCtx,
+        w: &mut ThreadCtx,
     ) {
         if let Some(c) = w.counters {
             let now = gearshift_core::metrics::now_us();
@@ -326,7 +326,7 @@ impl Session {
         seen: Seen,
         outcome: respond::Outcome,
         keep_alive: bool,
-        w: &mut WorkerCtx,
+        w: &mut ThreadCtx,
     ) {
         w.requests += 1;
         if let (Some(log), Some(head)) = (&mut w.log, head) {
@@ -351,7 +351,7 @@ impl Session {
     }
 
     /// Answer a protocol error with `status` and close.
-    fn fail(&mut self, status: u16, w: &mut WorkerCtx, out: &mut Batch) {
+    fn fail(&mut self, status: u16, w: &mut ThreadCtx, out: &mut Batch) {
         let ctx = closing_ctx(w);
         let outcome = respond::error(out, &ctx, status, &[]);
         self.count(w, self.head_us, outcome.status, outcome.body_bytes, 0);
@@ -374,7 +374,7 @@ impl Session {
     }
 
     /// Answer a connection whose client was too slow sending a head (408), then close.
-    pub fn timeout_response(&mut self, w: &WorkerCtx, out: &mut Batch) {
+    pub fn timeout_response(&mut self, w: &ThreadCtx, out: &mut Batch) {
         let ctx = closing_ctx(w);
         respond::error(out, &ctx, 408, &[]);
         self.close_after_write = true;
@@ -382,7 +382,7 @@ impl Session {
 }
 
 /// The context of an error answer that closes the connection (no request to go by).
-fn closing_ctx(w: &WorkerCtx) -> Ctx<'_> {
+fn closing_ctx(w: &ThreadCtx) -> Ctx<'_> {
     Ctx {
         now_ms: w.now_ms,
         date: w.date.get(),

@@ -3,8 +3,8 @@
 //! stages' threads fit within M, and its part of `/status`: per stage the threads (busy and
 //! idle), the queue length and bound, the mean service time and the utilisation over the
 //! last monitor window, plus the pipeline's request and byte rates. Those per-stage queue
-//! lengths and utilisations are the inputs of paper 002's KETA allocator (§4.2), which a
-//! later issue drives through the same knobs or the `Staged` handle's setters (here too).
+//! lengths and utilisations are the inputs of paper 002's KETA allocator (§4.2), which the
+//! runtime's control loop (`--controller keta`) drives through these same knobs.
 
 use super::stats::{PipelineStats, Snapshot, Stage};
 use super::{lock, Pipeline, Staged};

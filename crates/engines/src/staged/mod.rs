@@ -4,7 +4,7 @@
 //! output batch) and send (write it). Keep-alive connections go back to receive without
 //! passing accept. Each stage is monitored (`stats`) and its thread count is a target the
 //! stage reconciles live (`Staged::set_threads`), within a total budget M, which is what
-//! the KETA allocator of a later issue turns. It exists to compare the pipeline
+//! the KETA allocator (`--controller keta`) turns. It exists to compare the pipeline
 //! architecture with the others behind the very same `Session` and `Service`.
 //!
 //! Hand-offs (see `queue`): a connection travels as one `Box<Conn>` (socket, session,

@@ -10,7 +10,7 @@
 
 use super::stats::Stage;
 use super::{Conn, Pipeline};
-use crate::session::WorkerCtx;
+use crate::session::ThreadCtx;
 use crate::shared::Shared;
 use gearshift_core::lifecycle::unix_now;
 use std::sync::atomic::Ordering;
@@ -22,7 +22,7 @@ const MAX_TAKE: usize = 32;
 /// Serve until retired or drained. Returns whether the thread still counted as serving.
 pub(super) fn run(p: &Arc<Pipeline>, shared: &Shared) -> bool {
     let st = p.stats.stage(Stage::Process);
-    let mut w = WorkerCtx::new(shared.now_ms(), unix_now()).counting(shared);
+    let mut w = ThreadCtx::new(shared.now_ms(), unix_now()).counting(shared);
     let mut batch: Vec<Box<Conn>> = Vec::new();
     let mut last_flush = 0;
     let mut counted = 0;
@@ -89,7 +89,7 @@ pub(super) fn run(p: &Arc<Pipeline>, shared: &Shared) -> bool {
 /// its blocking exchange on the socket here — this stage is the pipeline's hand-off point,
 /// so a slow script holds a process thread, which the stage's utilisation and queue show.
 /// The connection then goes on to send with nothing left to write, and back to receive.
-fn exchange(c: &mut Conn, shared: &Shared, w: &mut WorkerCtx) {
+fn exchange(c: &mut Conn, shared: &Shared, w: &mut ThreadCtx) {
     use rustix::fd::AsFd;
     let fd = c.fd.as_fd();
     if c.out.is_empty()

@@ -11,7 +11,7 @@
 use super::queue::Mailbox;
 use super::stats::Stage;
 use super::{Conn, Next, Pipeline};
-use crate::session::{Stop, WorkerCtx};
+use crate::session::{Stop, ThreadCtx};
 use crate::shared::Shared;
 use gearshift_core::defaults::READ_BUF;
 use gearshift_core::lifecycle::unix_now;
@@ -47,7 +47,7 @@ pub(super) struct Receiver {
     mailbox: Arc<Mailbox>,
     slots: Slab<Slot>,
     buf: Vec<u8>,
-    w: WorkerCtx,
+    w: ThreadCtx,
     arrivals: Vec<Box<Conn>>,
     /// Connections with framed requests, handed to process at the end of the round.
     ready: Vec<Box<Conn>>,
@@ -67,7 +67,7 @@ impl Receiver {
             EventData::new_u64(WAKER),
             EventFlags::IN,
         )?;
-        let w = WorkerCtx::new(shared.now_ms(), unix_now()).counting(&shared);
+        let w = ThreadCtx::new(shared.now_ms(), unix_now()).counting(&shared);
         // In the crew before the thread starts, so upstream can hand it work at once.
         p.receivers.join(mailbox.clone());
         Ok(Receiver {

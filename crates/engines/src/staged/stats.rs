@@ -3,7 +3,8 @@
 //! the time items waited in its queue and the time it was held up by a full downstream
 //! queue; plus requests answered and bytes sent (the paper's R and W). All are atomics the
 //! stage threads bump once per batch, readable from any thread while the server runs, so
-//! the KETA thread allocator (a later issue) can move threads between stages on them.
+//! the KETA thread allocator (`--controller keta`, crates/control) moves threads between
+//! stages on them.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;

@@ -2,7 +2,7 @@
 //! thread (the child's main thread, `listener.rs`), as in Apache's mpm_worker/mpm_event.
 //! They meet in a `Hub`: the listener puts connections (new ones, and parked keep-alive ones
 //! that became readable) on a queue, a worker takes one, serves it with the blocking
-//! `Worker` until it is idle between requests, and hands it back to the listener to park,
+//! `Runner` until it is idle between requests, and hands it back to the listener to park,
 //! so an idle keep-alive connection holds no thread. The listener accepts only while some
 //! worker is free (`Hub::available`), so connections nobody can serve yet wait in the
 //! kernel's accept queue where any other child may take them. A worker that answered a
@@ -11,7 +11,7 @@
 //! request, and only connections that really fall idle are parked.
 
 use super::listener;
-use crate::blocking::Worker;
+use crate::blocking::Runner;
 use crate::scoreboard::{Scoreboard, Slot, State};
 use crate::session::Session;
 use crate::shared::Shared;
@@ -200,7 +200,7 @@ pub fn child_main(
 /// A worker thread: take a connection, serve it until it is idle, hand it back, repeat.
 fn work(hub: &Hub, shared: &Shared, board: Arc<Scoreboard>, i: usize) {
     let slot = board.slot(i);
-    let mut w = Worker::new(shared);
+    let mut w = Runner::new(shared);
     // A connection may stay on this thread for many requests: report them as they go.
     let counter = board.clone();
     w.report_requests(Box::new(move |n| counter.slot(i).add_requests(n)));

@@ -122,7 +122,7 @@ impl Values {
 
 /// The connections of one backend in this process: idle ones of the one-request-per-
 /// connection mode here, the multiplexed set in `mux`.
-pub(super) struct Pool {
+pub(super) struct ConnPool {
     pub backend: Backend,
     idle: Mutex<Vec<Conn>>,
     keepalive: usize,
@@ -132,9 +132,9 @@ pub(super) struct Pool {
     pub mux: Arc<super::mux::Mux>,
 }
 
-impl Pool {
-    pub(super) fn new(backend: Backend, keepalive: usize, connect_timeout_ms: u64) -> Pool {
-        Pool {
+impl ConnPool {
+    pub(super) fn new(backend: Backend, keepalive: usize, connect_timeout_ms: u64) -> ConnPool {
+        ConnPool {
             backend,
             idle: Mutex::new(Vec::new()),
             keepalive,
@@ -373,7 +373,7 @@ mod tests {
     fn a_closed_pooled_connection_is_not_reused() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
-        let pool = Pool::new(Backend::Tcp(addr), 4, 2000);
+        let pool = ConnPool::new(Backend::Tcp(addr), 4, 2000);
         let c = pool.connect().unwrap();
         let (peer, _) = l.accept().unwrap();
         pool.put(c);

@@ -38,7 +38,7 @@ use crate::files::config::StaticConfig;
 use crate::files::path::{map_path, PathPolicy};
 use crate::scripts::ScriptNames;
 pub use config::FastCgiConfig;
-use conn::{Backend, Pool};
+use conn::{Backend, ConnPool};
 use gearshift_core::defaults::fastcgi as d;
 use gearshift_http::RequestHead;
 use mux::Limits;
@@ -69,7 +69,7 @@ pub struct FastCgi {
     multiplex_connections: usize,
     /// Requests in flight at the backend, server-wide (a shared page, as CGI's count).
     busy: Arc<Count>,
-    pool: Arc<Pool>,
+    pool: Arc<ConnPool>,
     policy: PathPolicy,
     root: Vec<u8>,
 }
@@ -98,7 +98,11 @@ impl FastCgi {
         let backend = Backend::parse(&cfg.backend).ok()?;
         let pool = match previous {
             Some(p) if p.pool.backend == backend => p.pool.clone(),
-            _ => Arc::new(Pool::new(backend, cfg.keepalive, cfg.connect_timeout_ms)),
+            _ => Arc::new(ConnPool::new(
+                backend,
+                cfg.keepalive,
+                cfg.connect_timeout_ms,
+            )),
         };
         let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
         Some(FastCgi {

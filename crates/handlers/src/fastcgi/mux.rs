@@ -22,7 +22,7 @@
 //! multiplex; so too after an FCGI_CANT_MPX_CONN) and opens a fresh connection. Idle connections close after `KEEPALIVE_TIMEOUT`, and one that has
 //! begun `KEEPALIVE_REQUESTS` requests takes no more and closes once empty.
 
-use super::conn::{write_all, ConnectFail, IoFail, Pool};
+use super::conn::{write_all, ConnPool, ConnectFail, IoFail};
 use super::inbox::{Gone, Inbox};
 use super::record;
 use gearshift_core::defaults::fastcgi as d;
@@ -103,7 +103,7 @@ impl Mux {
     /// open; else wait for room until `deadline`.
     pub(super) fn begin(
         self: &Arc<Self>,
-        pool: &Pool,
+        pool: &ConnPool,
         limits: Limits,
         deadline: Instant,
     ) -> Result<MuxReq, BeginFail> {
@@ -407,7 +407,7 @@ mod tests {
     #[test]
     fn ids_are_reused_only_after_end_request_and_release() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let pool = Pool::new(Backend::Tcp(l.local_addr().unwrap()), 0, 2000);
+        let pool = ConnPool::new(Backend::Tcp(l.local_addr().unwrap()), 0, 2000);
         let mux = pool.mux.clone();
         let limits = Limits {
             conns: 1,

@@ -1,7 +1,7 @@
 //! Configuration of the reverse proxy: `[[proxy.route]]` maps a host and a path prefix to an
 //! upstream pool, `[[proxy.upstream]]` names a pool (its servers and weights, the balancing
-//! algorithm, timeouts, keep-alive and passive-health settings). Kept beside the proxy;
-//! `config.rs` holds only the `proxy` field so the file format stays described there.
+//! algorithm, timeouts, keep-alive and passive-health settings). Owned here beside the
+//! proxy; the runtime's root configuration holds it as its `proxy` section.
 
 use gearshift_core::config::positive;
 use gearshift_core::defaults::proxy as d;

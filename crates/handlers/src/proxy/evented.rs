@@ -1,9 +1,9 @@
 //! The reverse proxy as a state machine an event loop can drive (the event engine's
-//! `engine/event/worker/proxied.rs`), so a proxied request costs no thread hand-off: this
+//! `gearshift_engines::event`, eventloop/proxied.rs), so a proxied request costs no thread hand-off: this
 //! module does no I/O. It holds what one exchange needs between readiness events — the
 //! forwarded head and how much of it went out, which servers were tried, the upstream's
 //! answer being parsed — and turns upstream bytes into client output in a `Batch`, with the
-//! same head rewriting (`forward.rs`), framing (`dynamic::framing`, shared with `io::Out`)
+//! same head rewriting (`forward.rs`), framing (`stream::framing`, shared with `stream::Out`)
 //! and retry rules as the blocking proxy (`mod.rs`): a connect failure moves to another
 //! server, a failure before any answer byte retries a reused connection once fresh
 //! (idempotent requests), then moves on if the request is idempotent.
@@ -23,7 +23,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 /// One proxied request run by an event loop.
-pub struct Exchange {
+pub struct LoopExchange {
     up: Arc<Upstream>,
     /// The head sent upstream, and how much of it the current connection took.
     pub req: Vec<u8>,
@@ -97,7 +97,7 @@ impl Proxy {
         remote: SocketAddr,
         keep_alive: bool,
         now_ms: u64,
-    ) -> Option<Exchange> {
+    ) -> Option<LoopExchange> {
         if head.framing != Framing::None {
             return None;
         }
@@ -105,7 +105,7 @@ impl Proxy {
         health::ensure(&up);
         let idempotent = head.method.is_idempotent();
         let deadline = up.cfg.deadline_ms(now_ms);
-        Some(Exchange {
+        Some(LoopExchange {
             req: forward::request_head(head, remote, up.addrs[0], up.via),
             up,
             sent: 0,
@@ -129,7 +129,7 @@ impl Proxy {
     }
 }
 
-impl Exchange {
+impl LoopExchange {
     /// The server to try next, or None when none is left (answer with `error`). After
     /// `Retry::Fresh` this is the same server again.
     pub fn pick(&mut self, now_ms: u64) -> Option<SocketAddr> {

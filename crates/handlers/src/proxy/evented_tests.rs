@@ -25,7 +25,7 @@ fn proxy(servers: &[&str]) -> Proxy {
     Proxy::new(&cfg, None).unwrap()
 }
 
-fn exchange(p: &Proxy, raw: &[u8]) -> Exchange {
+fn exchange(p: &Proxy, raw: &[u8]) -> LoopExchange {
     let head = parse_head(raw, &Limits::default()).unwrap().unwrap();
     let mut ex = p
         .evented(&head, "10.0.0.1:1".parse().unwrap(), head.keep_alive, 0)

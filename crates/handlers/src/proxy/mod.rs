@@ -1,8 +1,8 @@
-//! The load-balancing reverse proxy: a dynamic handler (`dynamic::dispatch`) that forwards
+//! The load-balancing reverse proxy: a dynamic handler (`dispatch::respond`) that forwards
 //! a request whose host and path prefix match a `[[proxy.route]]` to a server of its
 //! `[[proxy.upstream]]` pool over HTTP/1.1 with kept-alive connections, and streams the
 //! answer back. On the event engine a request without a body does not come here: the
-//! event loop runs it non-blocking with `evented::Exchange` (same rewriting, framing and
+//! event loop runs it non-blocking with `LoopExchange` (same rewriting, framing and
 //! retry rules), so it never leaves the loop for a blocking thread.
 //!
 //! Both bodies stream through one 64 KiB buffer with blocking writes, so back-pressure is
@@ -27,7 +27,7 @@ mod health;
 mod pool;
 mod relay;
 
-pub use evented::{Exchange, Fed, Retry};
+pub use evented::{Fed, LoopExchange, Retry};
 
 use crate::dispatch::{body_failed, Peers};
 use crate::stream::BodyFail;
@@ -39,7 +39,7 @@ use forward::{BodyKind, Parsed};
 use gearshift_core::defaults::proxy::{CHUNK, MAX_RESPONSE_HEAD};
 use gearshift_core::respond::Outcome;
 use gearshift_http::{BodyDecoder, Framing, Method, RequestHead};
-use pool::{ConnectFail, Pool};
+use pool::{ConnectFail, IdlePool};
 use relay::{is_abort, is_timeout, read_within, TICK_MS};
 use std::cell::RefCell;
 use std::io::Write;
@@ -69,7 +69,7 @@ pub struct Upstream {
     via: bool,
     addrs: Vec<SocketAddr>,
     balancer: Mutex<Balancer>,
-    pool: Pool,
+    pool: IdlePool,
     epoch: Instant,
     /// The process whose active health thread runs (0: none yet; a forked child starts its
     /// own, since threads do not survive fork).
@@ -195,7 +195,7 @@ impl Upstream {
                 cfg.fail_timeout_ms,
                 0x5eed ^ (seed + 1) ^ u64::from(std::process::id()),
             )),
-            pool: Pool::new(cfg.keepalive, cfg.keepalive_timeout_ms),
+            pool: IdlePool::new(cfg.keepalive, cfg.keepalive_timeout_ms),
             cfg: cfg.clone(),
             via,
             epoch: Instant::now(),

@@ -15,7 +15,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 /// Idle connections of one upstream pool.
-pub(super) struct Pool {
+pub(super) struct IdlePool {
     idle: Mutex<HashMap<SocketAddr, Vec<(TcpStream, u64)>>>,
     max_idle: usize,
     idle_timeout_ms: u64,
@@ -32,9 +32,9 @@ pub(super) enum ConnectFail {
     Timeout,
 }
 
-impl Pool {
-    pub(super) fn new(max_idle: usize, idle_timeout_ms: u64) -> Pool {
-        Pool {
+impl IdlePool {
+    pub(super) fn new(max_idle: usize, idle_timeout_ms: u64) -> IdlePool {
+        IdlePool {
             idle: Mutex::new(HashMap::new()),
             max_idle,
             idle_timeout_ms,
@@ -113,7 +113,7 @@ mod tests {
     fn reuses_live_connections_and_drops_closed_or_stale_ones() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
-        let pool = Pool::new(2, 1000);
+        let pool = IdlePool::new(2, 1000);
         assert_eq!(pool.take(addr, 0).map(|_| ()), None);
         let a = pool.connect(addr, 1000, 1000, 1000).unwrap();
         let (mut peer_a, _) = l.accept().unwrap();

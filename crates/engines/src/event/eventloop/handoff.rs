@@ -4,8 +4,8 @@
 //! whole, for the dynamic pool, and comes back through the loop's mailbox), a retiring
 //! loop handing its connections to a survivor, adopting them, and draining.
 
-use super::{Connection, Mailbox, Registry, Worker};
-use crate::session::WorkerCtx;
+use super::{Connection, EventLoop, Mailbox, Registry};
+use crate::session::ThreadCtx;
 use crate::shared::Shared;
 use gearshift_http::Phase;
 use rustix::event::epoll::{self, EventData, EventFlags};
@@ -25,7 +25,7 @@ pub(in crate::event) struct Dynamic {
 /// Dynamic-pool side: finish output queued before the dynamic request, run the exchange
 /// (blocking), then give the connection back to its loop (or, if that loop retired
 /// meanwhile, to a survivor), which resumes it with any pipelined input.
-pub(in crate::event) fn run_dynamic(d: Dynamic, w: &mut WorkerCtx) {
+pub(in crate::event) fn run_dynamic(d: Dynamic, w: &mut ThreadCtx) {
     let Dynamic {
         mut conn,
         home,
@@ -63,7 +63,7 @@ pub(in crate::event) fn run_dynamic(d: Dynamic, w: &mut WorkerCtx) {
     home.away.fetch_sub(1, Ordering::SeqCst);
 }
 
-impl Worker {
+impl EventLoop {
     /// A dynamic request: the connection leaves this loop (an exchange blocks) for the
     /// dynamic pool, with its queued output and unread input; 503 if the pool is full.
     pub(super) fn hand_to_dynamic(&mut self, k: usize) {

@@ -1,13 +1,15 @@
-//! The context a worker (an event loop, a thread, a process) shares among the sessions it
-//! drives: the clock and Date cache, the access-log buffer, the drain flag and its request
-//! counters, published to the server-wide ones in batches.
+//! The context a serving thread (an event loop, a pool or connection thread, a single-
+//! threaded process, a pipeline stage's thread) shares among the sessions it drives: the
+//! clock and Date cache, the access-log buffer, the drain flag and its request counters,
+//! published to the server-wide ones in batches. One per thread, never shared across
+//! threads, so none of it needs a lock.
 
 use gearshift_core::accesslog;
 use gearshift_handlers::Service;
 use gearshift_http::date::DateCache;
 
-/// Per-worker context shared by the sessions it drives.
-pub struct WorkerCtx {
+/// Per-thread context shared by the sessions it drives.
+pub struct ThreadCtx {
     pub now_ms: u64,
     pub date: DateCache,
     pub log: Option<accesslog::Buffer>,
@@ -20,9 +22,9 @@ pub struct WorkerCtx {
     pub counters: Option<&'static gearshift_core::metrics::Shard>,
 }
 
-impl WorkerCtx {
-    pub fn new(now_ms: u64, unix_secs: u64) -> WorkerCtx {
-        WorkerCtx {
+impl ThreadCtx {
+    pub fn new(now_ms: u64, unix_secs: u64) -> ThreadCtx {
+        ThreadCtx {
             now_ms,
             date: DateCache::new(unix_secs),
             log: None,
@@ -34,7 +36,7 @@ impl WorkerCtx {
     }
 
     /// Count this worker's requests in the server's metrics.
-    pub fn counting(mut self, shared: &crate::shared::Shared) -> WorkerCtx {
+    pub fn counting(mut self, shared: &crate::shared::Shared) -> ThreadCtx {
         self.counters = Some(shared.counters.shard());
         self
     }

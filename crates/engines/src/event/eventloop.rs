@@ -7,7 +7,7 @@
 
 use super::{Mailbox, Registry};
 use crate::blocking_pool::BlockingPool;
-use crate::session::{Session, Stop, WorkerCtx};
+use crate::session::{Session, Stop, ThreadCtx};
 use crate::shared::Shared;
 use gearshift_core::defaults::READ_BUF;
 use gearshift_core::lifecycle::unix_now;
@@ -51,7 +51,7 @@ pub(super) struct Connection {
     deadline_ms: u64,
 }
 
-pub(super) struct Worker {
+pub(super) struct EventLoop {
     id: usize,
     mailbox: Arc<Mailbox>,
     registry: Arc<Registry>,
@@ -62,7 +62,7 @@ pub(super) struct Worker {
     conns: Slab<Connection>,
     buf: Vec<u8>,
     batch: Batch,
-    w: WorkerCtx,
+    w: ThreadCtx,
     accepting: bool,
     dynamic: Arc<BlockingPool<Dynamic>>,
     ups: Upstreams,
@@ -70,14 +70,14 @@ pub(super) struct Worker {
     exchanges: Exchanges,
 }
 
-impl Worker {
+impl EventLoop {
     pub(super) fn new(
         id: usize,
         listener: Arc<TcpListener>,
         shared: Arc<Shared>,
         registry: Arc<Registry>,
         dynamic: Arc<BlockingPool<Dynamic>>,
-    ) -> std::io::Result<Worker> {
+    ) -> std::io::Result<EventLoop> {
         let epoll = epoll::create(epoll::CreateFlags::CLOEXEC)?;
         epoll::add(
             &epoll,
@@ -98,8 +98,8 @@ impl Worker {
         shared.add_waker(waker.clone());
         let mailbox = Arc::new(Mailbox::new(waker.clone()));
         registry.put(id, mailbox.clone());
-        let w = WorkerCtx::new(shared.now_ms(), unix_now()).counting(&shared);
-        Ok(Worker {
+        let w = ThreadCtx::new(shared.now_ms(), unix_now()).counting(&shared);
+        Ok(EventLoop {
             id,
             epoll,
             listener,

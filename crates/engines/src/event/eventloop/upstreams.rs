@@ -5,7 +5,7 @@
 //! idle connection carries). Apart from proxied.rs so each file reads on its own.
 
 use crate::session::DynamicRequest;
-use gearshift_handlers::proxy::Exchange;
+use gearshift_handlers::proxy::LoopExchange;
 use rustix::fd::{BorrowedFd, OwnedFd};
 use rustix::io::Errno;
 use rustix::net::{AddressFamily, RecvFlags, SocketFlags, SocketType};
@@ -154,7 +154,7 @@ impl Upstreams {
 pub(in crate::event) struct Exchanges(pub(super) Vec<Option<Running>>);
 
 pub(in crate::event) struct Running {
-    pub(super) ex: Box<Exchange>,
+    pub(super) ex: Box<LoopExchange>,
     pub(super) request: DynamicRequest,
 }
 
@@ -163,15 +163,15 @@ impl Exchanges {
         self.0.get(k).is_some_and(Option::is_some)
     }
 
-    pub(super) fn get(&self, k: usize) -> Option<&Exchange> {
+    pub(super) fn get(&self, k: usize) -> Option<&LoopExchange> {
         self.0.get(k)?.as_ref().map(|r| &*r.ex)
     }
 
-    pub(super) fn get_mut(&mut self, k: usize) -> Option<&mut Exchange> {
+    pub(super) fn get_mut(&mut self, k: usize) -> Option<&mut LoopExchange> {
         self.0.get_mut(k)?.as_mut().map(|r| &mut *r.ex)
     }
 
-    pub(super) fn set(&mut self, k: usize, ex: Box<Exchange>, request: DynamicRequest) {
+    pub(super) fn set(&mut self, k: usize, ex: Box<LoopExchange>, request: DynamicRequest) {
         if self.0.len() <= k {
             self.0.resize_with(k + 1, || None);
         }

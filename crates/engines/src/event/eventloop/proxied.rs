@@ -1,6 +1,6 @@
 //! Proxied requests run by the event loop itself, as nginx does, instead of going to the
 //! dynamic pool and back (a hand-off cost ~7 syscalls per request: futexes, epoll_ctl, an
-//! eventfd pair). The exchange state machine (`dynamic::proxy::Exchange`) does no I/O; this
+//! eventfd pair). The exchange state machine (`gearshift_handlers::proxy::LoopExchange`) does no I/O; this
 //! module does it non-blocking. Upstream connections are the loop's own (`upstreams.rs`),
 //! registered once (edge-triggered, read and write) in its epoll set and kept registered in
 //! a per-loop idle pool, so a reused connection costs no epoll_ctl and no idle check: an
@@ -10,9 +10,9 @@
 //! Timeouts come from the loop's sweep (`proxy_sweep`).
 
 use super::upstreams::{connect, recv, Running, UpConn, UPSTREAM};
-use super::Worker;
+use super::EventLoop;
 use gearshift_core::output::Flushed;
-use gearshift_handlers::proxy::{Exchange, Fed, Retry};
+use gearshift_handlers::proxy::{Fed, LoopExchange, Retry};
 use gearshift_handlers::Service;
 use gearshift_http::parse::parse_head;
 use rustix::event::epoll::{self, EventData, EventFlags};
@@ -24,7 +24,7 @@ use rustix::net::SendFlags;
 /// so a large download to a fast client does not hold the loop: 1 MiB.
 const RELAY_READS: usize = 16;
 
-impl Worker {
+impl EventLoop {
     /// A dynamic request was read: run it here if it is a proxied request without a body
     /// (true), else it goes to the dynamic pool (false). `drained`: the client socket had
     /// no more input at the last read.
@@ -125,7 +125,7 @@ impl Worker {
                 ex.progress(now);
             }
         }
-        let owned = |w: &Worker| w.exchanges.get(k).is_some_and(|ex| ex.conn == Some(key));
+        let owned = |w: &EventLoop| w.exchanges.get(k).is_some_and(|ex| ex.conn == Some(key));
         if !owned(self) {
             return;
         }
@@ -355,7 +355,7 @@ impl Worker {
 
     /// A client connection closed during its exchange: its upstream connection is out of
     /// sync and dropped; the server did nothing wrong.
-    pub(super) fn proxy_abandoned(&mut self, mut ex: Box<Exchange>) {
+    pub(super) fn proxy_abandoned(&mut self, mut ex: Box<LoopExchange>) {
         if let Some(key) = ex.conn.take() {
             self.ups.drop_conn(key);
         }
