@@ -3,7 +3,9 @@
 //! that choosing and sending a request costs no allocation and no formatting.
 
 use crate::config::{Config, Method, Target};
-use crate::rng::{Alias, Rng};
+use crate::rng::{alias, WorkloadRng};
+use rand_distr::weighted::WeightedAliasIndex;
+use rand_distr::Distribution;
 
 /// Parses a mix file: one `PATH [WEIGHT]` per line (weight 1 when absent), `#` comments and
 /// blank lines ignored. PATH is `/...` or a full `http://` URL of the same host and port.
@@ -64,7 +66,7 @@ pub fn parse_mix(text: &str, target: &Target) -> Result<Vec<(String, f64)>, Stri
 #[derive(Clone, Debug)]
 pub struct Requests {
     pub bytes: Vec<Box<[u8]>>,
-    alias: Option<Alias>,
+    alias: Option<WeightedAliasIndex<f64>>,
     pub head: bool,
 }
 
@@ -76,7 +78,7 @@ impl Requests {
         }
         let alias = if cfg.mix.len() > 1 {
             let w: Vec<f64> = cfg.mix.iter().map(|(_, w)| *w).collect();
-            Some(Alias::new(&w)?)
+            Some(alias(&w)?)
         } else {
             None
         };
@@ -89,7 +91,7 @@ impl Requests {
 
     /// Index of the next request to send.
     #[inline]
-    pub fn pick(&self, rng: &mut Rng) -> u32 {
+    pub fn pick(&self, rng: &mut WorkloadRng) -> u32 {
         match &self.alias {
             Some(a) => a.sample(rng) as u32,
             None => 0,
@@ -182,7 +184,7 @@ mod tests {
         let mut c = Config::new("http://127.0.0.1:8080/").unwrap();
         c.mix = vec![("/a".into(), 3.0), ("/b".into(), 1.0)];
         let r = Requests::build(&c).unwrap();
-        let mut rng = Rng::new(2);
+        let mut rng = crate::rng::seeded(2);
         let a = (0..40_000).filter(|_| r.pick(&mut rng) == 0).count();
         assert!((a as f64 / 40_000.0 - 0.75).abs() < 0.01, "{a}");
     }

@@ -4,7 +4,7 @@
 //! coordinated-omission correction); WAGON runs sessions of bursts separated by think times.
 
 use crate::config::{Config, Mode};
-use crate::rng::Rng;
+use crate::rng::{for_worker, WorkloadRng};
 use crate::sched::Schedule;
 use crate::stats::record_ns;
 use crate::wagon::Wagon;
@@ -26,12 +26,12 @@ pub(crate) struct WagonState {
     model: Wagon,
     /// Arrival times; each session then draws from its own stream, so that a seed gives the
     /// same sessions whatever order the server answers in.
-    arrivals: Rng,
+    arrivals: WorkloadRng,
     seed: u64,
     started: u64,
     /// Clicks left and random stream, by session id.
     clicks: Vec<u32>,
-    rngs: Vec<Rng>,
+    rngs: Vec<WorkloadRng>,
     free_ids: Vec<u32>,
     live: u64,
     /// Next click of each thinking session.
@@ -49,7 +49,7 @@ impl WagonState {
     /// A new session: its own random stream, its number of clicks.
     fn alloc(&mut self, worker: usize) -> u32 {
         self.live += 1;
-        let mut rng = Rng::for_worker(self.seed ^ self.started.wrapping_mul(0x9E37_79B9), worker);
+        let mut rng = for_worker(self.seed ^ self.started.wrapping_mul(0x9E37_79B9), worker);
         self.started += 1;
         let clicks = self.model.session_length(&mut rng);
         match self.free_ids.pop() {
@@ -75,9 +75,9 @@ impl WagonState {
 }
 
 impl ModeState {
-    pub(crate) fn new(cfg: &Config, spec: &WorkerSpec, end_ns: u64) -> ModeState {
-        let mut own = Rng::for_worker(cfg.seed ^ 0x5EED_5C4E_D01E, spec.index);
-        match &cfg.mode {
+    pub(crate) fn new(cfg: &Config, spec: &WorkerSpec, end_ns: u64) -> Result<ModeState, String> {
+        let mut own = for_worker(cfg.seed ^ 0x5EED_5C4E_D01E, spec.index);
+        Ok(match &cfg.mode {
             Mode::Closed => ModeState::Closed,
             Mode::Open { poisson, .. } => ModeState::Open {
                 sched: Schedule::new(
@@ -94,7 +94,7 @@ impl ModeState {
                 // Each worker runs its own arrival process at 1/workers of the rate.
                 let mut p = params.clone();
                 p.session_interval *= spec.workers as f64;
-                let model = Wagon::new(p);
+                let model = Wagon::new(p)?;
                 let first = (model.interarrival(&mut own) * 1e9) as u64;
                 ModeState::Wagon(Box::new(WagonState {
                     model,
@@ -113,7 +113,7 @@ impl ModeState {
                     held: Vec::new(),
                 }))
             }
-        }
+        })
     }
 }
 

@@ -9,7 +9,7 @@ use crate::config::Config;
 use crate::conn::Conn;
 use crate::mix::Requests;
 use crate::net::{self, Poller, Ready, Timer};
-use crate::rng::Rng;
+use crate::rng::WorkloadRng;
 use crate::stats::{ErrorKind, Stats};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -64,7 +64,7 @@ pub struct Worker<'a> {
     pub(crate) budget: Option<u64>,
     /// Intended times of requests to send again (a reused connection closed under them).
     pub(crate) retry: VecDeque<u64>,
-    pub(crate) rng: Rng,
+    pub(crate) rng: WorkloadRng,
     pub(crate) stats: Stats,
     pub(crate) mode: crate::modes::ModeState,
     pub(crate) inflight: u64,
@@ -86,9 +86,9 @@ impl<'a> Worker<'a> {
         poller
             .add(timer.fd(), TIMER_TOKEN, false)
             .map_err(|e| format!("epoll: {e}"))?;
-        let rng = Rng::for_worker(cfg.seed, spec.index);
+        let rng = crate::rng::for_worker(cfg.seed, spec.index);
         let end_ns = cfg.end().as_nanos().min(u64::MAX as u128 / 2) as u64;
-        let mode = crate::modes::ModeState::new(cfg, &spec, end_ns);
+        let mode = crate::modes::ModeState::new(cfg, &spec, end_ns)?;
         let mut conns = Vec::with_capacity(spec.connections);
         conns.resize_with(spec.connections, Conn::default);
         Ok(Worker {

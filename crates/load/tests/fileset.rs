@@ -3,7 +3,7 @@
 
 use gearshift_load::fileset::{self, CLASS_FREQ};
 use gearshift_load::mix::{parse_mix, Requests};
-use gearshift_load::rng::Rng;
+use gearshift_load::rng::seeded;
 use gearshift_load::{Config, Target};
 
 #[test]
@@ -53,7 +53,7 @@ fn writes_the_file_set_and_its_mix() {
     let mut cfg = Config::new("http://127.0.0.1:8080/").unwrap();
     cfg.mix = mix.clone();
     let reqs = Requests::build(&cfg).unwrap();
-    let mut rng = Rng::new(99);
+    let mut rng = seeded(99);
     let mut per_class = [0u64; 4];
     let n = 400_000;
     for _ in 0..n {
