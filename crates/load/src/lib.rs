@@ -77,7 +77,9 @@
 pub mod cli;
 pub mod config;
 mod conn;
+mod conn_tls;
 pub mod fileset;
+pub mod hdrlog;
 pub mod mix;
 mod modes;
 pub mod net;
@@ -87,11 +89,12 @@ pub mod rng;
 pub mod run;
 pub mod sched;
 pub mod stats;
+pub mod tls;
 pub mod wagon;
 mod worker;
 
 pub use cli::{FilesetArgs, LoadArgs, LoadCommand};
-pub use config::{Config, Method, Mode, Target};
+pub use config::{Config, Mode, Target};
 pub use run::{run, run_until, Report};
 
 use std::sync::atomic::AtomicBool;
@@ -110,11 +113,19 @@ pub fn main(args: LoadArgs) -> Result<(), String> {
     let _ = signal_hook::flag::register_conditional_shutdown(sig, 130, interrupt.clone());
     let _ = signal_hook::flag::register(sig, interrupt.clone());
     let report = run_until(&cfg, &interrupt)?;
+    if let Some(path) = &cfg.hdr_out {
+        hdrlog::write(path, &report)?;
+    }
     if args.json {
         let text = serde_json::to_string_pretty(&report.json()).map_err(|e| e.to_string())?;
         println!("{text}");
     } else {
         print!("{}", report.human());
     }
-    Ok(())
+    // A run that TLS stopped from getting any answer is an error (a certificate to accept
+    // or trust, most often), not a result.
+    match &report.stats.tls_error {
+        Some(e) if report.stats.requests == 0 => Err(e.clone()),
+        _ => Ok(()),
+    }
 }
