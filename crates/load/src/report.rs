@@ -155,7 +155,11 @@ impl Report {
             if c.http10 { "HTTP/1.0" } else { "HTTP/1.1" },
             c.pipeline,
             c.seed
-        )
+        ) + &if c.method != "GET" || !c.body.is_empty() {
+            format!(", {} with a {}-byte body", c.method, c.body.len())
+        } else {
+            String::new()
+        }
     }
 
     /// The summary printed at the end of a run.
