@@ -357,6 +357,30 @@ fn bad_input_is_one_line_and_non_zero() {
             "bad weight",
         ),
         (vec!["fileset".into(), "/dev/null/x".into()], "/dev/null/x"),
+        (
+            vec![
+                "http://127.0.0.1:1/".into(),
+                "--hdr-out".into(),
+                "/dev/null/x".into(),
+            ],
+            "--hdr-out /dev/null/x",
+        ),
+        (
+            vec![
+                "https://127.0.0.1:1/".into(),
+                "--cacert".into(),
+                missing.to_str().unwrap().into(),
+            ],
+            "--cacert",
+        ),
+        (
+            vec![
+                "http://127.0.0.1:1/".into(),
+                "-H".into(),
+                "Content-Length: 3".into(),
+            ],
+            "frames the body itself",
+        ),
     ];
     for (args, want) in cases {
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();

@@ -229,8 +229,7 @@ impl LoadArgs {
                 .map_err(|e| format!("--mix {}: mix {e}", path.display()))?;
         }
         let first = urls.first().ok_or("a target URL is required")?.0.clone();
-        let mut c = Config::new(&first.url())?;
-        c.target = first;
+        let mut c = Config::for_target(first);
         c.urls = urls;
         let wagon = self.workload == Some(Workload::Wagon);
         let wagon_flags = self.session_interval.is_some()

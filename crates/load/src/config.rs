@@ -149,22 +149,24 @@ fn resolve(host: &str, port: u16) -> Result<IpAddr, String> {
 /// (getifaddrs). Without `--allow-remote`, gearshift load only sends to these, so that a
 /// typo in a URL never loads somebody else's server.
 pub fn is_local(ip: IpAddr) -> bool {
-    if ip.is_loopback() {
-        return true;
-    }
+    ip.is_loopback() || interface_addrs().contains(&ip)
+}
+
+/// The IP addresses of this machine's interfaces (none if getifaddrs fails).
+pub fn interface_addrs() -> Vec<IpAddr> {
     let Ok(addrs) = nix::ifaddrs::getifaddrs() else {
-        return false;
+        return Vec::new();
     };
-    addrs.into_iter().any(|a| {
-        let Some(sa) = a.address else { return false };
-        if let Some(v4) = sa.as_sockaddr_in() {
-            IpAddr::V4(v4.ip()) == ip
-        } else if let Some(v6) = sa.as_sockaddr_in6() {
-            IpAddr::V6(v6.ip()) == ip
-        } else {
-            false
-        }
-    })
+    addrs
+        .filter_map(|a| {
+            let sa = a.address?;
+            if let Some(v4) = sa.as_sockaddr_in() {
+                Some(IpAddr::V4(v4.ip()))
+            } else {
+                sa.as_sockaddr_in6().map(|v6| IpAddr::V6(v6.ip()))
+            }
+        })
+        .collect()
 }
 
 /// A request method: an HTTP token (RFC 9110 5.6.2), upper-cased as given on the command line.
@@ -244,8 +246,12 @@ pub struct Config {
 impl Config {
     /// A closed-loop run against `url`, other settings default.
     pub fn new(url: &str) -> Result<Config, String> {
-        let target = Target::parse(url)?;
-        Ok(Config {
+        Ok(Config::for_target(Target::parse(url)?))
+    }
+
+    /// A closed-loop run against `target`, other settings default.
+    pub fn for_target(target: Target) -> Config {
+        Config {
             urls: vec![(target.clone(), 1.0)],
             target,
             mode: Mode::Closed,
@@ -269,7 +275,7 @@ impl Config {
             seed: defaults::SEED,
             conforming_kbits: None,
             progress: false,
-        })
+        }
     }
 
     /// The connection groups of the run: one per distinct [`Target::origin_key`], in order
@@ -313,8 +319,10 @@ impl Config {
             return Err("every URL has weight 0".into());
         }
         if !self.allow_remote {
+            let local = interface_addrs();
             for (t, _) in &self.urls {
-                if !is_local(t.addr.ip()) {
+                let ip = t.addr.ip();
+                if !(ip.is_loopback() || local.contains(&ip)) {
                     return Err(format!(
                         "'{}': {} is not an address of this machine; add --allow-remote to \
                          load a remote host",

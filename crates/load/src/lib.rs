@@ -129,6 +129,10 @@ pub fn main(args: LoadArgs) -> Result<(), String> {
     let sig = signal_hook::consts::SIGINT;
     let _ = signal_hook::flag::register_conditional_shutdown(sig, 130, interrupt.clone());
     let _ = signal_hook::flag::register(sig, interrupt.clone());
+    if let Some(path) = &cfg.hdr_out {
+        // Before the run, so that a path that cannot be written costs no run.
+        std::fs::File::create(path).map_err(|e| format!("--hdr-out {}: {e}", path.display()))?;
+    }
     let report = run_until(&cfg, &interrupt)?;
     if let Some(path) = &cfg.hdr_out {
         hdrlog::write(path, &report)?;
