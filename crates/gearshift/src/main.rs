@@ -31,8 +31,9 @@ enum Command {
     Ctl(ctl::CtlArgs),
     /// Simulate paper 001's server and paper 002's pipeline; run controllers against them.
     Sim(gearshift_control::cli::SimArgs),
-    /// Generate HTTP load against a loopback server (closed loop, open loop, WAGON sessions),
-    /// or write a SPECweb99-like file set (`load fileset DIR`).
+    /// Generate HTTP(S) load against a server on this machine, or any with --allow-remote
+    /// (closed loop, open loop, WAGON sessions), or write a SPECweb99-like file set
+    /// (`load fileset DIR`).
     Load(Box<gearshift_load::LoadArgs>),
 }
 

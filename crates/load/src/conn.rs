@@ -1,11 +1,12 @@
 //! One connection's side of a worker: opening it, writing requests (buffering what the
 //! socket does not take), reading and framing responses, and every way it can end (complete,
-//! re-sent, failed by kind, timed out). Split from `worker.rs`, which keeps the event loop
-//! and the run's bookkeeping, so that each file stays readable on its own.
+//! re-sent, failed by kind, timed out), and the timing splits of each request. Split from
+//! `worker.rs`, which keeps the event loop and the run's bookkeeping, so that each file stays
+//! readable on its own; what differs over TLS is in `conn_tls.rs`.
 
 use crate::net;
 use crate::response::{Eof, Parser, Response};
-use crate::stats::ErrorKind;
+use crate::stats::{record_ns, ErrorKind};
 use crate::worker::Worker;
 use rustix::fd::OwnedFd;
 use rustix::io::Errno;
@@ -18,6 +19,8 @@ pub(crate) struct Flight {
     pub sent: u64,
     /// When it should have started: latency counts from here.
     pub intended: u64,
+    /// When the first byte of its response arrived (0: not yet).
+    pub first: u64,
 }
 
 #[derive(Default)]
@@ -26,6 +29,15 @@ pub(crate) struct Conn {
     pub connecting: bool,
     pub want_write: bool,
     pub connect_start: u64,
+    /// The origin (index in `Requests::origins`) this slot's connections go to.
+    pub origin: u32,
+    /// https: the TLS state machine between the socket and the HTTP bytes.
+    pub tls: Option<Box<rustls::ClientConnection>>,
+    /// When the TCP connection was established, and when it could carry requests (over TLS:
+    /// handshake done; 0 until then). The timing splits count from the later of this and
+    /// the request's hand-over.
+    pub connected_at: u64,
+    pub ready_at: u64,
     /// At least one response arrived on this TCP connection.
     pub reused: bool,
     pub flights: VecDeque<Flight>,
@@ -51,21 +63,56 @@ impl Worker<'_> {
     pub(crate) fn open(&mut self, ci: usize) -> bool {
         self.stats.connects += 1;
         let token = ci as u64;
-        let (fd, pending) = match net::connect(&self.cfg.target.addr) {
+        let reqs = self.reqs;
+        let origin = &reqs.origins[self.conns[ci].origin as usize];
+        let start = self.clock();
+        let (fd, pending) = match net::connect(&origin.addr) {
             Ok(net::Connect::Done(fd)) => (fd, false),
             Ok(net::Connect::Pending(fd)) => (fd, true),
             Err(_) => return false,
         };
-        if self.poller.add(&fd, token, pending).is_err() {
+        let tls = match (&origin.tls_name, &reqs.tls) {
+            (Some(name), Some(config)) => match crate::tls::connect(config, name) {
+                Ok(t) => Some(Box::new(t)),
+                Err(e) => {
+                    self.note_tls_error(&origin.label, &e);
+                    return false;
+                }
+            },
+            _ => None,
+        };
+        // Over TLS the ClientHello waits to be sent.
+        let write = pending || tls.is_some();
+        if self.poller.add(&fd, token, write).is_err() {
             return false;
         }
         let c = &mut self.conns[ci];
         c.fd = Some(fd);
         c.connecting = pending;
-        c.want_write = pending;
-        c.connect_start = self.now;
+        c.want_write = write;
+        c.connect_start = start;
+        c.tls = tls;
+        c.ready_at = 0;
         c.reused = false;
+        if !pending {
+            let now = self.clock();
+            self.connected(ci, now);
+        }
         true
+    }
+
+    /// The TCP connection of `ci` is established at `now`.
+    pub(crate) fn connected(&mut self, ci: usize, now: u64) {
+        let c = &mut self.conns[ci];
+        c.connecting = false;
+        c.connected_at = now;
+        if c.tls.is_none() {
+            c.ready_at = now;
+        }
+        record_ns(
+            &mut self.stats.connect_time,
+            now.saturating_sub(c.connect_start),
+        );
     }
 
     /// Hands request `req` (intended at `intended`) to slot `ci`, connecting first if needed.
@@ -92,7 +139,16 @@ impl Worker<'_> {
         c.flights.push_back(Flight {
             sent: now,
             intended,
+            first: 0,
         });
+        if let Some(tls) = c.tls.as_mut() {
+            // rustls keeps it (until the handshake ends, if it has not yet), flush sends it.
+            if std::io::Write::write_all(&mut tls.writer(), bytes).is_err() {
+                self.broken(ci);
+                return false;
+            }
+            return c.connecting || self.flush_tls(ci);
+        }
         if c.connecting || c.out_pos < c.out.len() {
             c.out.extend_from_slice(bytes);
             return true;
@@ -130,6 +186,10 @@ impl Worker<'_> {
 
     pub(crate) fn flush(&mut self, ci: usize) {
         let c = &mut self.conns[ci];
+        if c.tls.is_some() {
+            self.flush_tls(ci);
+            return;
+        }
         if c.connecting {
             return;
         }
@@ -152,6 +212,10 @@ impl Worker<'_> {
     }
 
     pub(crate) fn on_readable(&mut self, ci: usize) {
+        if self.conns[ci].tls.is_some() {
+            self.on_readable_tls(ci);
+            return;
+        }
         let mut buf = std::mem::take(&mut self.buf);
         while let Some(fd) = self.conns[ci].fd.as_ref() {
             match net::read(fd, &mut buf) {
@@ -183,15 +247,19 @@ impl Worker<'_> {
     /// Feeds received bytes to the parser; false once the connection is closed.
     pub(crate) fn on_data(&mut self, ci: usize, data: &[u8]) -> bool {
         let head = self.reqs.head;
+        let now = self.now;
         let mut off = 0;
         while off < data.len() {
             let c = &mut self.conns[ci];
-            if c.flights.is_empty() {
+            let Some(front) = c.flights.front_mut() else {
                 // Bytes nobody asked for: the stream cannot be trusted any more.
                 self.stats.error(self.now, ErrorKind::Parse, 1);
                 self.close(ci);
                 self.closed(ci);
                 return false;
+            };
+            if front.first == 0 && !c.parser.in_progress() {
+                front.first = now;
             }
             match c.parser.feed(&data[off..], head) {
                 Ok((n, done)) => {
@@ -225,8 +293,12 @@ impl Worker<'_> {
             c.busy_ns += now.saturating_sub(c.busy_since);
         }
         self.inflight -= 1;
+        let start = f.sent.max(c.ready_at);
+        let first = if f.first == 0 { now } else { f.first };
         self.stats
             .response(now, now.saturating_sub(f.intended), r.status, r.bytes);
+        self.stats
+            .split(first.saturating_sub(start), now.saturating_sub(start));
     }
 
     /// The connection broke (reset, or a write failed). A reused keep-alive connection that
@@ -316,6 +388,8 @@ impl Worker<'_> {
     pub(crate) fn close(&mut self, ci: usize) {
         let c = &mut self.conns[ci];
         c.fd = None;
+        c.tls = None;
+        c.ready_at = 0;
         c.connecting = false;
         c.want_write = false;
         c.out.clear();

@@ -2,9 +2,11 @@
 //! it has room; the open loop hands each scheduled request to a free connection (a request
 //! waits when none is free, and its latency still counts from its scheduled time: this is the
 //! coordinated-omission correction); WAGON runs sessions of bursts separated by think times.
+//! With several origins (see `mix.rs`), free connections are kept per origin.
 
 use crate::config::{Config, Mode};
-use crate::rng::Rng;
+use crate::mix::Requests;
+use crate::rng::{for_worker, WorkloadRng};
 use crate::sched::Schedule;
 use crate::stats::record_ns;
 use crate::wagon::Wagon;
@@ -16,8 +18,11 @@ pub(crate) enum ModeState {
     Closed,
     Open {
         sched: Schedule,
-        /// Connections with room for another request.
-        idle: Vec<u32>,
+        /// Connections with room for another request, by origin.
+        idle: Vec<Vec<u32>>,
+        /// The request picked for the next due time, waiting for a free connection of its
+        /// origin (the ones due after it wait too: requests start in schedule order).
+        next: Option<u32>,
     },
     Wagon(Box<WagonState>),
 }
@@ -26,12 +31,13 @@ pub(crate) struct WagonState {
     model: Wagon,
     /// Arrival times; each session then draws from its own stream, so that a seed gives the
     /// same sessions whatever order the server answers in.
-    arrivals: Rng,
+    arrivals: WorkloadRng,
     seed: u64,
     started: u64,
-    /// Clicks left and random stream, by session id.
+    /// Clicks left, random stream and origin, by session id.
     clicks: Vec<u32>,
-    rngs: Vec<Rng>,
+    rngs: Vec<WorkloadRng>,
+    origin: Vec<u32>,
     free_ids: Vec<u32>,
     live: u64,
     /// Next click of each thinking session.
@@ -40,28 +46,37 @@ pub(crate) struct WagonState {
     pending: BinaryHeap<Reverse<(u64, u32)>>,
     next_arrival: u64,
     sessions_left: Option<u64>,
-    free_slots: Vec<u32>,
+    /// Connections carrying no burst, by origin.
+    free_slots: Vec<Vec<u32>>,
     /// With `hold_connection`: the slot each thinking session keeps, by session id.
     held: Vec<Option<u32>>,
 }
 
 impl WagonState {
-    /// A new session: its own random stream, its number of clicks.
-    fn alloc(&mut self, worker: usize) -> u32 {
+    /// A new session: its own random stream, its number of clicks, its origin (drawn by
+    /// weight when there are several).
+    fn alloc(&mut self, worker: usize, reqs: &Requests) -> u32 {
         self.live += 1;
-        let mut rng = Rng::for_worker(self.seed ^ self.started.wrapping_mul(0x9E37_79B9), worker);
+        let mut rng = for_worker(self.seed ^ self.started.wrapping_mul(0x9E37_79B9), worker);
         self.started += 1;
         let clicks = self.model.session_length(&mut rng);
+        let origin = if reqs.origins.len() > 1 {
+            reqs.origin_of[reqs.pick(&mut rng) as usize]
+        } else {
+            0
+        };
         match self.free_ids.pop() {
             Some(id) => {
                 self.clicks[id as usize] = clicks;
                 self.rngs[id as usize] = rng;
+                self.origin[id as usize] = origin;
                 self.held[id as usize] = None;
                 id
             }
             None => {
                 self.clicks.push(clicks);
                 self.rngs.push(rng);
+                self.origin.push(origin);
                 self.held.push(None);
                 (self.clicks.len() - 1) as u32
             }
@@ -75,9 +90,14 @@ impl WagonState {
 }
 
 impl ModeState {
-    pub(crate) fn new(cfg: &Config, spec: &WorkerSpec, end_ns: u64) -> ModeState {
-        let mut own = Rng::for_worker(cfg.seed ^ 0x5EED_5C4E_D01E, spec.index);
-        match &cfg.mode {
+    pub(crate) fn new(
+        cfg: &Config,
+        spec: &WorkerSpec,
+        origins: usize,
+        end_ns: u64,
+    ) -> Result<ModeState, String> {
+        let mut own = for_worker(cfg.seed ^ 0x5EED_5C4E_D01E, spec.index);
+        Ok(match &cfg.mode {
             Mode::Closed => ModeState::Closed,
             Mode::Open { poisson, .. } => ModeState::Open {
                 sched: Schedule::new(
@@ -88,13 +108,14 @@ impl ModeState {
                     end_ns,
                     own,
                 ),
-                idle: Vec::with_capacity(spec.connections),
+                idle: vec![Vec::new(); origins],
+                next: None,
             },
             Mode::Wagon(params) => {
                 // Each worker runs its own arrival process at 1/workers of the rate.
                 let mut p = params.clone();
                 p.session_interval *= spec.workers as f64;
-                let model = Wagon::new(p);
+                let model = Wagon::new(p)?;
                 let first = (model.interarrival(&mut own) * 1e9) as u64;
                 ModeState::Wagon(Box::new(WagonState {
                     model,
@@ -103,17 +124,18 @@ impl ModeState {
                     started: 0,
                     clicks: Vec::new(),
                     rngs: Vec::new(),
+                    origin: Vec::new(),
                     free_ids: Vec::new(),
                     live: 0,
                     timers: BinaryHeap::new(),
                     pending: BinaryHeap::new(),
                     next_arrival: first,
                     sessions_left: spec.sessions,
-                    free_slots: Vec::with_capacity(spec.connections),
+                    free_slots: vec![Vec::new(); origins],
                     held: Vec::new(),
                 }))
             }
-        }
+        })
     }
 }
 
@@ -125,12 +147,18 @@ impl Worker<'_> {
             ModeState::Open { idle, .. } => {
                 // The schedule carries the request count.
                 self.budget = None;
-                idle.extend((0..n).rev());
+                for ci in (0..n).rev() {
+                    idle[self.conns[ci as usize].origin as usize].push(ci);
+                }
                 for c in &mut self.conns {
                     c.queued = true;
                 }
             }
-            ModeState::Wagon(w) => w.free_slots.extend((0..n).rev()),
+            ModeState::Wagon(w) => {
+                for ci in (0..n).rev() {
+                    w.free_slots[self.conns[ci as usize].origin as usize].push(ci);
+                }
+            }
         }
     }
 
@@ -160,15 +188,16 @@ impl Worker<'_> {
         if let ModeState::Open { idle, .. } = &mut self.mode {
             if !c.queued && c.flights.len() < depth {
                 c.queued = true;
-                idle.push(ci as u32);
+                idle[c.origin as usize].push(ci as u32);
             }
         }
     }
 
     fn dispatch(&mut self) {
         let now = self.now;
+        let reqs = self.reqs;
         loop {
-            let ModeState::Open { sched, idle } = &mut self.mode else {
+            let ModeState::Open { sched, idle, next } = &mut self.mode else {
                 return;
             };
             let from_retry = !self.retry.is_empty();
@@ -179,9 +208,11 @@ impl Worker<'_> {
                     _ => return,
                 },
             };
-            let Some(ci) = idle.pop() else {
+            let req = *next.get_or_insert_with(|| reqs.pick(&mut self.rng));
+            let Some(ci) = idle[reqs.origin_of[req as usize] as usize].pop() else {
                 return;
             };
+            *next = None;
             if from_retry {
                 self.retry.pop_front();
             } else {
@@ -189,7 +220,6 @@ impl Worker<'_> {
             }
             let ci = ci as usize;
             self.conns[ci].queued = false;
-            let req = self.reqs.pick(&mut self.rng);
             if self.submit(ci, intended, req, true) {
                 self.push_idle(ci);
             }
@@ -206,7 +236,7 @@ impl Worker<'_> {
                         None if self.take_budget() => self.now,
                         None => break,
                     };
-                    let req = self.reqs.pick(&mut self.rng);
+                    let req = self.reqs.pick_in(self.conns[ci].origin, &mut self.rng);
                     if !self.submit(ci, intended, req, false) {
                         break;
                     }
@@ -262,7 +292,7 @@ impl Worker<'_> {
             return;
         };
         while w.next_arrival <= now && w.sessions_left != Some(0) && self.budget != Some(0) {
-            let id = w.alloc(self.spec.index);
+            let id = w.alloc(self.spec.index, self.reqs);
             w.pending.push(Reverse((w.next_arrival, id)));
             self.stats.sessions_started += 1;
             w.next_arrival += (w.model.interarrival(&mut w.arrivals) * 1e9) as u64;
@@ -291,7 +321,7 @@ impl Worker<'_> {
             let Reverse((t, id)) = w.pending.pop().unwrap();
             let ci = match w.held[id as usize].take() {
                 Some(ci) => ci as usize,
-                None => match w.free_slots.pop() {
+                None => match w.free_slots[w.origin[id as usize] as usize].pop() {
                     Some(ci) => ci as usize,
                     None => {
                         waiting.push(Reverse((t, id)));
@@ -330,9 +360,10 @@ impl Worker<'_> {
             c.burst_left -= 1;
             c.burst_sent += 1;
             let id = c.session as usize;
+            let origin = c.origin;
             let req = match &mut self.mode {
-                ModeState::Wagon(w) => self.reqs.pick(&mut w.rngs[id]),
-                _ => self.reqs.pick(&mut self.rng),
+                ModeState::Wagon(w) => self.reqs.pick_in(origin, &mut w.rngs[id]),
+                _ => self.reqs.pick_in(origin, &mut self.rng),
             };
             if !self.submit(ci, intended, req, first) {
                 return;
@@ -362,7 +393,7 @@ impl Worker<'_> {
         if hold {
             w.held[id as usize] = Some(ci as u32);
         } else {
-            w.free_slots.push(ci as u32);
+            w.free_slots[c.origin as usize].push(ci as u32);
         }
         if !hold {
             self.close(ci);
@@ -409,8 +440,12 @@ impl Worker<'_> {
     pub(crate) fn next_event(&self) -> Option<u64> {
         match &self.mode {
             ModeState::Closed => None,
-            ModeState::Open { sched, idle } => {
-                if idle.is_empty() {
+            ModeState::Open { sched, idle, next } => {
+                let waiting = match next {
+                    Some(req) => idle[self.reqs.origin_of[*req as usize] as usize].is_empty(),
+                    None => idle.iter().all(Vec::is_empty),
+                };
+                if waiting {
                     None
                 } else if let Some(&t) = self.retry.front() {
                     Some(t)

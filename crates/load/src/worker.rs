@@ -1,7 +1,8 @@
 //! One load-generating thread: a single level-triggered epoll loop (as wrk) driving many
 //! non-blocking connections. It writes pre-serialised requests straight from their buffers,
 //! reads every response into one per-thread buffer and counts and skips bodies, so the hot
-//! path makes one `send` and one `recv` per request and allocates nothing. What to send and
+//! path makes one `send` and one `recv` per request and allocates nothing (over TCP; rustls
+//! allocates its records over TLS). What to send and
 //! when (closed loop, schedule, sessions) lives in `modes.rs`, each connection's I/O in
 //! `conn.rs`; this file is the event loop.
 
@@ -9,7 +10,7 @@ use crate::config::Config;
 use crate::conn::Conn;
 use crate::mix::Requests;
 use crate::net::{self, Poller, Ready, Timer};
-use crate::rng::Rng;
+use crate::rng::WorkloadRng;
 use crate::stats::{ErrorKind, Stats};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -48,6 +49,8 @@ pub struct WorkerSpec {
     /// Open loop: this worker's rate and the offset of its first request.
     pub rate: f64,
     pub offset_ns: u64,
+    /// The origin of each of this worker's connections (`connections` of them).
+    pub slot_origin: Vec<u32>,
 }
 
 pub struct Worker<'a> {
@@ -64,7 +67,7 @@ pub struct Worker<'a> {
     pub(crate) budget: Option<u64>,
     /// Intended times of requests to send again (a reused connection closed under them).
     pub(crate) retry: VecDeque<u64>,
-    pub(crate) rng: Rng,
+    pub(crate) rng: WorkloadRng,
     pub(crate) stats: Stats,
     pub(crate) mode: crate::modes::ModeState,
     pub(crate) inflight: u64,
@@ -86,11 +89,14 @@ impl<'a> Worker<'a> {
         poller
             .add(timer.fd(), TIMER_TOKEN, false)
             .map_err(|e| format!("epoll: {e}"))?;
-        let rng = Rng::for_worker(cfg.seed, spec.index);
+        let rng = crate::rng::for_worker(cfg.seed, spec.index);
         let end_ns = cfg.end().as_nanos().min(u64::MAX as u128 / 2) as u64;
-        let mode = crate::modes::ModeState::new(cfg, &spec, end_ns);
+        let mode = crate::modes::ModeState::new(cfg, &spec, reqs.origins.len(), end_ns)?;
         let mut conns = Vec::with_capacity(spec.connections);
         conns.resize_with(spec.connections, Conn::default);
+        for (c, &o) in conns.iter_mut().zip(&spec.slot_origin) {
+            c.origin = o;
+        }
         Ok(Worker {
             cfg,
             reqs,
@@ -210,7 +216,10 @@ impl<'a> Worker<'a> {
             }
             let res = net::finish_connect(self.conns[ci].fd.as_ref().unwrap());
             match res {
-                Ok(()) => self.conns[ci].connecting = false,
+                Ok(()) => {
+                    let now = self.now;
+                    self.connected(ci, now);
+                }
                 Err(_) => {
                     self.fail(ci, ErrorKind::Connect);
                     return;
