@@ -139,6 +139,38 @@ pub fn pids_in(ns: &str) -> Vec<u32> {
         .unwrap_or_default()
 }
 
+/// Established connections to `port` in namespace `ns` with bytes queued either way (a
+/// request not yet read, or an answer not yet delivered): with the server stopped, the
+/// requests it has in flight. Read with `ss` (iproute2).
+pub fn busy_connections(ns: &str, port: u16) -> Result<u64, String> {
+    let filter = format!("( sport = :{port} )");
+    let out = run(
+        "ip",
+        &[
+            "netns",
+            "exec",
+            ns,
+            "ss",
+            "-Htn",
+            "state",
+            "established",
+            &filter,
+        ],
+    )?;
+    Ok(count_busy(&out))
+}
+
+/// Lines of `ss -Htn state established` (Recv-Q Send-Q Local Peer) with a queue not empty.
+fn count_busy(ss: &str) -> u64 {
+    ss.lines()
+        .filter(|l| {
+            let mut f = l.split_whitespace();
+            let q: Vec<u64> = f.by_ref().take(2).filter_map(|v| v.parse().ok()).collect();
+            q.len() == 2 && (q[0] > 0 || q[1] > 0)
+        })
+        .count() as u64
+}
+
 /// Namespaces of cluster `name`, whether or not its state says so.
 pub fn cluster_namespaces(name: &str) -> Vec<String> {
     let prefix = format!("gs-{name}-n");
@@ -224,6 +256,15 @@ pub fn teardown(name: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn busy_connections_are_those_with_queued_bytes() {
+        let ss = "0      0      10.213.7.11:8080 10.213.7.1:4000\n\
+                  0      131072 10.213.7.11:8080 10.213.7.1:4002\n\
+                  87     0      10.213.7.11:8080 10.213.7.1:4004\n";
+        assert_eq!(count_busy(ss), 2);
+        assert_eq!(count_busy(""), 0);
+    }
 
     #[test]
     fn tbf_bucket_holds_ten_milliseconds_of_the_rate() {
