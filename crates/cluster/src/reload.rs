@@ -60,8 +60,25 @@ fn wait_idle(st: &State, i: usize) -> Result<bool, String> {
     Ok(true)
 }
 
-/// Reload node `i`; the state is saved with its new pid.
+/// Reload node `i`; the state is saved with its new pid. On an error or interrupt the node
+/// is put back in service if it still runs; if it does not, the error says how to bring it
+/// back.
 pub fn one(st: &mut State, i: usize, mode: Mode) -> Result<NodeReload, String> {
+    let r = reload_node(st, i, mode);
+    if let Err(e) = &r {
+        let running = st.pid(i).is_some_and(|p| node::is_node(&st.plan, i, p));
+        if running && balancer::put_back(st, i).is_ok() {
+            return r;
+        }
+        return Err(format!(
+            "{e} (node {i} may be out of service: `gearshift cluster reload --name {} --node {i}` brings it back)",
+            st.plan.name
+        ));
+    }
+    r
+}
+
+fn reload_node(st: &mut State, i: usize, mode: Mode) -> Result<NodeReload, String> {
     let t0 = Instant::now();
     let old = st.pid(i).filter(|&p| node::is_node(&st.plan, i, p));
     balancer::take_out(st, i)?;
