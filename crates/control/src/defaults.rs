@@ -192,8 +192,8 @@ pub mod cluster {
     /// Speed of a slow node relative to the others (a node a generation older).
     pub const SLOW_SPEED: f64 = 0.5;
     /// A node's controller has settled when its MaxClients over the last SETTLED_WINDOW
-    /// intervals spans at most SETTLED_SPREAD of its median (the summary of a run is taken
-    /// over its second half).
+    /// intervals spans at most SETTLED_SPREAD of its median, or one worker (the summary of
+    /// a run is taken over its second half).
     pub const SETTLED_WINDOW: usize = 30;
     pub const SETTLED_SPREAD: f64 = 0.5;
 }

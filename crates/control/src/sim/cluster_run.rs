@@ -186,7 +186,8 @@ pub fn run_cluster(
             let mut v: Vec<u64> = r.iter().copied().collect();
             let med = median(&mut v) as f64;
             let spread = v.last().zip(v.first()).map_or(0, |(hi, lo)| hi - lo);
-            !v.is_empty() && spread as f64 <= dc::SETTLED_SPREAD * med
+            // One worker either way is settled too (1 <-> 2 is no oscillation).
+            !v.is_empty() && spread as f64 <= (dc::SETTLED_SPREAD * med).max(1.0)
         })
         .count();
     let cpu_mean: Vec<f64> = node_cpu.iter().map(|c| c / (steps - warm) as f64).collect();
