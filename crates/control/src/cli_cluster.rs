@@ -190,3 +190,50 @@ pub fn run(a: ClusterArgs) -> Result<(), String> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        a: ClusterArgs,
+    }
+
+    fn parse(args: &[&str]) -> ClusterArgs {
+        let mut v = vec!["sim-cluster"];
+        v.extend(args);
+        Cli::try_parse_from(v).unwrap().a
+    }
+
+    #[test]
+    fn flags_shape_the_model_and_bad_ones_are_named() {
+        let a = parse(&[
+            "--nodes",
+            "4,16",
+            "--slow-fraction",
+            "0.5",
+            "--service-cv",
+            "3",
+            "--host-cores",
+            "2",
+        ]);
+        let m = model(&a).unwrap();
+        assert_eq!(a.nodes, vec![4, 16]);
+        assert_eq!(m.slow_fraction, 0.5);
+        assert_eq!(m.service, Shape::Lognormal { cv: 3.0 });
+        assert_eq!(m.host_cores, 2.0);
+        assert_eq!(balancers(&a.balancer).unwrap(), Balancer::ALL.to_vec());
+        assert_eq!(control(&a).unwrap().controller, "gearshift");
+        let e = balancers(&["rr".to_string()]).unwrap_err();
+        assert!(e.contains("unknown balancer 'rr'"), "{e}");
+        let e = model(&parse(&["--slow-fraction", "2"])).unwrap_err();
+        assert!(e.starts_with("slow_fraction"), "{e}");
+        let e = control(&parse(&["--controller", "magic"])).unwrap_err();
+        assert!(e.contains("unknown controller 'magic'"), "{e}");
+        let e = run(parse(&["--duration", "0"])).unwrap_err();
+        assert!(e.contains("--duration"), "{e}");
+    }
+}
