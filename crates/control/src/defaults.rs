@@ -178,3 +178,22 @@ pub mod plant {
     pub const MEM_TOTAL_BYTES: u64 = 2 << 30;
     pub const INTERVAL_S: f64 = 1.0;
 }
+
+/// Ours: the simulated cluster (`gearshift sim cluster`, issue 16). Each node is the plant
+/// above; these are the cluster's own settings.
+pub mod cluster {
+    /// Nodes when none are given: past what one 2-CPU machine can host as namespaces.
+    pub const NODES: usize = 8;
+    /// Largest cluster the simulator accepts (memory: sessions x nodes).
+    pub const MAX_NODES: usize = 4096;
+    /// Think time: half the plant's, so a node's two cores are about 70 % busy and too few
+    /// workers (one) queue: the per-node RT-vs-MaxClients curve has its cliff and its rise.
+    pub const THINK_MEAN_S: f64 = 1.0;
+    /// Speed of a slow node relative to the others (a node a generation older).
+    pub const SLOW_SPEED: f64 = 0.5;
+    /// A node's controller has settled when its MaxClients over the last SETTLED_WINDOW
+    /// intervals spans at most SETTLED_SPREAD of its median, or one worker (the summary of
+    /// a run is taken over its second half).
+    pub const SETTLED_WINDOW: usize = 30;
+    pub const SETTLED_SPREAD: f64 = 0.5;
+}

@@ -35,6 +35,9 @@ enum Command {
     /// (closed loop, open loop, WAGON sessions), or write a SPECweb99-like file set
     /// (`load fileset DIR`).
     Load(Box<gearshift_load::LoadArgs>),
+    /// N nodes in network namespaces behind HAProxy or gearshift's proxy: up, status,
+    /// metrics, reload (rolling), down, bench.
+    Cluster(gearshift_cluster::ClusterArgs),
 }
 
 #[derive(Args, Clone)]
@@ -259,6 +262,7 @@ fn main() -> ExitCode {
         Command::Load(args) => gearshift_load::main(*args),
         Command::Ctl(args) => ctl::run(args),
         Command::Sim(args) => gearshift_control::cli::run_sim(args),
+        Command::Cluster(args) => gearshift_cluster::main(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
