@@ -203,7 +203,7 @@ pub mod defaults {
 pub struct Config {
     /// The first URL: the base of `--mix` paths, the name of the run in reports.
     pub target: Target,
-    /// Every URL with its weight; requests pick among them (see [`crate::mix`]).
+    /// Every URL with its weight; requests pick among them (see the `mix` module).
     pub urls: Vec<(Target, f64)>,
     pub mode: Mode,
     /// Simultaneous connections (WAGON: the most bursts in progress at once).

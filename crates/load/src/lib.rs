@@ -93,12 +93,9 @@
 
 pub mod cli;
 pub mod config;
-mod conn;
-mod conn_tls;
 pub mod fileset;
 pub mod hdrlog;
 pub mod mix;
-mod modes;
 pub mod net;
 pub mod report;
 pub mod response;

@@ -4,13 +4,13 @@
 //! coordinated-omission correction); WAGON runs sessions of bursts separated by think times.
 //! With several origins (see `mix.rs`), free connections are kept per origin.
 
+use super::{Worker, WorkerSpec};
 use crate::config::{Config, Mode};
 use crate::mix::Requests;
 use crate::rng::{for_worker, WorkloadRng};
 use crate::sched::Schedule;
 use crate::stats::record_ns;
 use crate::wagon::Wagon;
-use crate::worker::{Worker, WorkerSpec};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 

@@ -4,14 +4,18 @@
 //! path makes one `send` and one `recv` per request and allocates nothing (over TCP; rustls
 //! allocates its records over TLS). What to send and
 //! when (closed loop, schedule, sessions) lives in `modes.rs`, each connection's I/O in
-//! `conn.rs`; this file is the event loop.
+//! `conn.rs` (`conn_tls.rs` over TLS); this file is the event loop.
+
+mod conn;
+mod conn_tls;
+pub(crate) mod modes;
 
 use crate::config::Config;
-use crate::conn::Conn;
 use crate::mix::Requests;
 use crate::net::{self, Poller, Ready, Timer};
 use crate::rng::WorkloadRng;
 use crate::stats::{ErrorKind, Stats};
+use conn::Conn;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
@@ -69,7 +73,7 @@ pub struct Worker<'a> {
     pub(crate) retry: VecDeque<u64>,
     pub(crate) rng: WorkloadRng,
     pub(crate) stats: Stats,
-    pub(crate) mode: crate::modes::ModeState,
+    pub(crate) mode: modes::ModeState,
     pub(crate) inflight: u64,
     pub(crate) timeout_ns: u64,
     pub(crate) end_ns: u64,
@@ -91,7 +95,7 @@ impl<'a> Worker<'a> {
             .map_err(|e| format!("epoll: {e}"))?;
         let rng = crate::rng::for_worker(cfg.seed, spec.index);
         let end_ns = cfg.end().as_nanos().min(u64::MAX as u128 / 2) as u64;
-        let mode = crate::modes::ModeState::new(cfg, &spec, reqs.origins.len(), end_ns)?;
+        let mode = modes::ModeState::new(cfg, &spec, reqs.origins.len(), end_ns)?;
         let mut conns = Vec::with_capacity(spec.connections);
         conns.resize_with(spec.connections, Conn::default);
         for (c, &o) in conns.iter_mut().zip(&spec.slot_origin) {

@@ -1,13 +1,13 @@
 //! One connection's side of a worker: opening it, writing requests (buffering what the
 //! socket does not take), reading and framing responses, and every way it can end (complete,
 //! re-sent, failed by kind, timed out), and the timing splits of each request. Split from
-//! `worker.rs`, which keeps the event loop and the run's bookkeeping, so that each file stays
+//! `worker/mod.rs`, which keeps the event loop and the run's bookkeeping, so that each file stays
 //! readable on its own; what differs over TLS is in `conn_tls.rs`.
 
+use super::Worker;
 use crate::net;
 use crate::response::{Eof, Parser, Response};
 use crate::stats::{record_ns, ErrorKind};
-use crate::worker::Worker;
 use rustix::fd::OwnedFd;
 use rustix::io::Errno;
 use std::collections::VecDeque;
@@ -360,7 +360,7 @@ impl Worker<'_> {
         self.inflight -= n;
         self.stats.issued -= n;
         self.stats.retried += n;
-        if matches!(self.mode, crate::modes::ModeState::Wagon(_)) {
+        if matches!(self.mode, super::modes::ModeState::Wagon(_)) {
             c.burst_left += n as u32;
             c.flights.clear();
         } else {

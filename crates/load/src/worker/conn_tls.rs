@@ -4,9 +4,9 @@
 //! rustls until the handshake ends) -> `write_tls` -> socket. The handshake's end is timed
 //! here; everything else (keep-alive, pipelining, re-sends, timeouts) is `conn.rs`'s, shared.
 
+use super::Worker;
 use crate::stats::{record_ns, ErrorKind};
 use crate::tls::FdIo;
-use crate::worker::Worker;
 use std::io::{ErrorKind as Io, Read};
 
 /// What one read of plaintext gave.
