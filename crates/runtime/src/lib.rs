@@ -59,7 +59,8 @@ pub fn serve(
     let engine = gearshift_engines::build(&config.engines())?;
     let service = Service::new(config.service(), None)?;
     let shared = Arc::new(Shared::new(service, config.shutdown_timeout_ms));
-    let state = State::new(&config.listen);
+    let port = listener.local_addr().map_or(0, |a| a.port());
+    let state = State::new(&config.listen, port);
     // The sampler reads the listener's accept queue (TCP_INFO) until the server drains.
     let probe = std::os::fd::AsRawFd::as_raw_fd(&listener);
     let sampler = live::Sampler::new(&config.control, Some(probe), &shared, &state.live)?;
