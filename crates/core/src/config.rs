@@ -29,6 +29,8 @@ pub struct LogConfig {
     pub format: LogFormat,
     /// Diagnostics filter for tracing (`error`, `warn`, `info`, `debug`, `trace`).
     pub level: String,
+    /// Where diagnostics go: `stderr` or a file path (appended to, reopened on SIGUSR1).
+    pub error: String,
 }
 
 impl Default for HttpConfig {
@@ -55,6 +57,7 @@ impl Default for LogConfig {
             access: "stdout".to_string(),
             format: LogFormat::Common,
             level: "info".to_string(),
+            error: "stderr".to_string(),
         }
     }
 }
@@ -102,6 +105,9 @@ impl LogConfig {
     pub fn validate(&self) -> Result<(), String> {
         if self.access.is_empty() {
             return Err("log.access: use 'off', 'stdout' or a file path".into());
+        }
+        if self.error.is_empty() {
+            return Err("log.error: use 'stderr' or a file path".into());
         }
         Ok(())
     }

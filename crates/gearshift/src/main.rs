@@ -1,6 +1,7 @@
-//! The `gearshift` command: one binary, subcommands per job. `serve` runs the server; later
-//! issues add `load`, `ctl`, `sim` and `lab`. Configuration precedence is
-//! command line > environment (clap's `env`) > TOML file > built-in defaults.
+//! The `gearshift` command: one binary, subcommands per job: `serve` runs the server,
+//! `ctl` talks to its admin listener, `load` generates load, `sim` simulates. This is the
+//! one place where command-line arguments become library options; configuration
+//! precedence is command line > environment (clap's `env`) > TOML file > built-in defaults.
 
 mod ctl;
 mod fit;
@@ -9,8 +10,10 @@ mod worker_args;
 use clap::{Args, Parser, Subcommand};
 use gearshift_runtime::config::Config;
 use gearshift_runtime::config::LogFormat;
+use gearshift_runtime::errlog::Sink;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 #[derive(Parser)]
 #[command(
@@ -66,9 +69,12 @@ struct ServeArgs {
     /// Access log format.
     #[arg(long, env = "GEARSHIFT_LOG_FORMAT", value_parser = parse_format)]
     log_format: Option<LogFormat>,
-    /// List directories that have no index file.
-    #[arg(long)]
+    /// List directories that have no index file (the default without --config).
+    #[arg(long, conflicts_with = "no_listing")]
     listing: bool,
+    /// Do not list directories (the default with --config, as nginx's autoindex).
+    #[arg(long)]
+    no_listing: bool,
     /// Serve dotfiles.
     #[arg(long)]
     hidden: bool,
@@ -81,6 +87,18 @@ struct ServeArgs {
     /// Admin interface (status and live knobs): IP:PORT or a Unix socket path.
     #[arg(long, env = "GEARSHIFT_ADMIN")]
     admin: Option<String>,
+    /// Run as this user (name or uid) once listening (start as root to bind port 80).
+    #[arg(long, env = "GEARSHIFT_USER")]
+    user: Option<String>,
+    /// ... and this group (default: the user's primary group).
+    #[arg(long, env = "GEARSHIFT_GROUP")]
+    group: Option<String>,
+    /// Write the server's pid to this file once listening.
+    #[arg(long, env = "GEARSHIFT_PID_FILE")]
+    pid_file: Option<PathBuf>,
+    /// Diagnostics: stderr or a file path.
+    #[arg(long, env = "GEARSHIFT_ERROR_LOG")]
+    error_log: Option<String>,
     #[command(flatten)]
     staged: StagedArgs,
     #[command(flatten)]
@@ -172,7 +190,13 @@ fn parse_format(s: &str) -> Result<LogFormat, String> {
 fn load_config(a: &ServeArgs) -> Result<Config, String> {
     let mut c = match &a.config {
         Some(path) => Config::from_file(path)?,
-        None => Config::default(),
+        None => {
+            // Zero-config serving lists directories, as `python3 -m http.server` does; a
+            // configuration file's default stays off (nginx autoindex).
+            let mut c = Config::default();
+            c.static_files.listing = true;
+            c
+        }
     };
     if let Some(d) = &a.dir {
         c.root = d.clone();
@@ -195,13 +219,25 @@ fn load_config(a: &ServeArgs) -> Result<Config, String> {
     if let Some(v) = &a.admin {
         c.admin = v.clone();
     }
+    if let Some(v) = &a.user {
+        c.user = v.clone();
+    }
+    if let Some(v) = &a.group {
+        c.group = v.clone();
+    }
+    if let Some(v) = &a.pid_file {
+        c.pid_file = v.clone();
+    }
+    if let Some(v) = &a.error_log {
+        c.log.error = v.clone();
+    }
     if let Some(v) = &a.cache_control {
         c.static_files.cache_control = v.clone();
     }
     a.staged.apply(&mut c.staged);
     a.worker.apply(&mut c.worker);
     a.control.apply(&mut c.control);
-    c.static_files.listing |= a.listing;
+    c.static_files.listing = (c.static_files.listing || a.listing) && !a.no_listing;
     c.static_files.hidden |= a.hidden;
     if a.no_cache {
         c.cache.enabled = false;
@@ -216,13 +252,22 @@ fn load_config(a: &ServeArgs) -> Result<Config, String> {
 fn serve(args: ServeArgs) -> Result<(), String> {
     let config = load_config(&args)?;
     if args.check_config {
-        config.validate()?;
-        gearshift_runtime::bind(config.listen_addr()?).map(drop)?;
+        for note in gearshift_runtime::check(&config)? {
+            println!("note: {note}");
+        }
         println!("configuration ok");
         return Ok(());
     }
-    init_tracing(&config.log.level);
+    init_tracing(
+        &config.log.level,
+        gearshift_runtime::errlog::open(&config.log.error)?,
+    );
     let root = config.root.clone();
+    let listing = if config.static_files.listing {
+        "; listing directories"
+    } else {
+        ""
+    };
     let reload_args = args.clone();
     gearshift_runtime::serve(config, Box::new(move || load_config(&reload_args)), |s| {
         use std::io::Write;
@@ -234,7 +279,7 @@ fn serve(args: ServeArgs) -> Result<(), String> {
             .unwrap_or_default();
         let _ = writeln!(
             out,
-            "gearshift: serving {} on http://{}/ (engine {}, {} workers{admin})",
+            "gearshift: serving {} on http://{}/ (engine {}, {} workers{admin}{listing})",
             root.display(),
             s.addr,
             s.engine,
@@ -244,15 +289,36 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     })
 }
 
-fn init_tracing(level: &str) {
+/// Diagnostics to stderr, or to the error log file (`log.error`), one line per event.
+fn init_tracing(level: &str, file: Option<Arc<Sink>>) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("GEARSHIFT_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    let _ = tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_target(false)
-        .try_init();
+        .with_target(false);
+    let _ = match file {
+        None => builder
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .try_init(),
+        Some(sink) => builder
+            .with_writer(move || SinkWriter(sink.clone()))
+            .with_ansi(false)
+            .try_init(),
+    };
+}
+
+/// One formatted event at a time into the error log's sink (a single O_APPEND write).
+struct SinkWriter(Arc<Sink>);
+
+impl std::io::Write for SinkWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.write_all(buf).map(|()| buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 fn main() -> ExitCode {

@@ -41,6 +41,12 @@ pub struct Config {
     pub shutdown_timeout_ms: u64,
     /// Admin interface: `IP:PORT` or a Unix socket path; empty = off.
     pub admin: String,
+    /// Drop privileges to this user (name or uid) once listening; empty = stay as started.
+    pub user: String,
+    /// ... and this group (name or gid); empty = the user's primary group.
+    pub group: String,
+    /// Write the server's pid here once listening; empty = no pid file.
+    pub pid_file: PathBuf,
     pub http: HttpConfig,
     #[serde(rename = "static")]
     pub static_files: StaticConfig,
@@ -81,6 +87,9 @@ impl Default for Config {
             workers: 0,
             shutdown_timeout_ms: defaults::SHUTDOWN_TIMEOUT_MS,
             admin: String::new(),
+            user: String::new(),
+            group: String::new(),
+            pid_file: PathBuf::new(),
             http: HttpConfig::default(),
             static_files: StaticConfig::default(),
             cache: CacheConfig::default(),
@@ -127,6 +136,21 @@ impl Config {
     /// Check every value; the error is one line naming the option.
     pub fn validate(&self) -> Result<(), String> {
         self.listen_addr()?;
+        crate::ops::identity(&self.user, &self.group)?;
+        if let Some(dir) = self
+            .pid_file
+            .parent()
+            .filter(|_| !self.pid_file.as_os_str().is_empty())
+        {
+            let dir = if dir.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                dir
+            };
+            if !dir.is_dir() {
+                return Err(format!("pid_file: {}: no such directory", dir.display()));
+            }
+        }
         self.control.validate()?;
         self.engines().validate()?;
         match std::fs::metadata(&self.root) {

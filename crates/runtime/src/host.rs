@@ -63,6 +63,7 @@ impl Host for Runtime {
     fn apply(&self, request: Request, shared: &Shared) {
         match request {
             Request::Shutdown => {
+                crate::ops::notify(crate::ops::Notify::Stopping);
                 tracing::info!(
                     "draining connections (up to {} ms)",
                     shared.life.drain_timeout_ms()
@@ -70,6 +71,7 @@ impl Host for Runtime {
                 shared.start_drain();
             }
             Request::ReopenLogs => {
+                crate::errlog::reopen();
                 if let Some(sink) = &shared.service.load().log {
                     match sink.reopen() {
                         Ok(()) => tracing::info!("access log reopened"),
@@ -77,12 +79,16 @@ impl Host for Runtime {
                     }
                 }
             }
-            Request::Reload => match self.reload_service(shared) {
-                Ok(()) => tracing::info!("configuration reloaded"),
-                Err(e) => {
-                    tracing::error!("reload failed, keeping the running configuration: {e}")
+            Request::Reload => {
+                crate::ops::notify(crate::ops::Notify::Reloading);
+                match self.reload_service(shared) {
+                    Ok(()) => tracing::info!("configuration reloaded"),
+                    Err(e) => {
+                        tracing::error!("reload failed, keeping the running configuration: {e}")
+                    }
                 }
-            },
+                crate::ops::notify(crate::ops::Notify::Ready);
+            }
             // Served by the engine's master loop itself.
             Request::Admin => {}
         }

@@ -2,6 +2,12 @@
 //! knobs and the controller's state in the Prometheus/OpenMetrics text format, written by
 //! the prometheus-client crate. Everything is read at scrape time from what the server
 //! already keeps (a `Collector`), so serving metrics adds no work to requests.
+//!
+//! Names follow Prometheus's naming guide: base units (seconds, bytes), `_total` counters,
+//! `_ratio` for shares of 0..1, no quantile or interval in a metric name (the interval's p95
+//! is a `quantile` label), no per-interval count beside the counter it duplicates (use
+//! `rate()` of the counter), `gearshift_build_info`, and the standard `process_*` metrics
+//! (for the server's whole process tree: forked children included).
 
 use gearshift_control::Measurement;
 use gearshift_core::metrics::{bucket_bound_us, Snapshot, BUCKETS};
@@ -19,6 +25,36 @@ pub(crate) struct Scrape {
     pub knobs: BTreeMap<String, u64>,
     pub controller: Option<String>,
     pub frozen: bool,
+    pub process: Process,
+    /// Established client connections on the listening port (kernel's view).
+    pub connections_established: u64,
+    /// System-wide TcpExt ListenOverflows (a counter since boot).
+    pub listen_overflows: u64,
+}
+
+/// The standard `process_*` figures, read at scrape time.
+#[derive(Debug, Default)]
+pub(crate) struct Process {
+    pub cpu_seconds: f64,
+    pub resident_bytes: u64,
+    pub open_fds: u64,
+    pub max_fds: u64,
+    pub start_time_seconds: f64,
+}
+
+impl Process {
+    pub(crate) fn read() -> Process {
+        use gearshift_core::metrics::procfs;
+        let usage = procfs::usage();
+        let (open_fds, max_fds) = procfs::descriptors();
+        Process {
+            cpu_seconds: usage.ticks as f64 / procfs::clk_tck() as f64,
+            resident_bytes: usage.rss_bytes,
+            open_fds,
+            max_fds,
+            start_time_seconds: procfs::start_time_seconds(),
+        }
+    }
 }
 
 const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
@@ -104,25 +140,63 @@ impl Collector for Scrape {
         )?;
         if let Some(m) = &self.measurement {
             let g = [
-                ("interval_seconds", "length of the last sampling interval", m.interval_s),
-                ("arrivals", "requests that arrived in the last interval", m.arrivals as f64),
-                ("completions", "responses completed in the last interval", m.completions as f64),
-                ("throughput", "completions per second over the last interval", m.throughput()),
-                ("response_time_mean_seconds", "mean response time over the last interval", m.mean_rt_s),
-                ("response_time_p95_seconds", "95th percentile response time over the last interval", m.p95_rt_s),
-                ("service_time_mean_seconds", "mean handler time over the last interval", m.service_time_s),
-                ("accept_queue_length", "connections waiting in the accept queue (TCP_INFO tcpi_unacked)", m.accept_queue_len),
-                ("accept_queue_wait_seconds", "accept-queue wait by Little's law: queue length / accept rate", m.accept_queue_wait_s),
-                ("listen_overflows", "connections dropped on a full accept queue in the last interval (system-wide TcpExt ListenOverflows)", m.dropped as f64),
-                ("busy_workers", "workers serving a connection at the sample", m.busy_workers),
-                ("idle_workers", "workers waiting for one at the sample", m.idle_workers),
-                ("cpu_utilisation", "CPU of the server's processes, share of the machine", m.cpu_util),
-                ("rss_bytes", "resident memory of the server's processes", m.rss_bytes as f64),
-                ("memory_available_bytes", "system MemAvailable", m.mem_free_bytes as f64),
+                (
+                    "interval_seconds",
+                    "length of the last sampling interval",
+                    m.interval_s,
+                ),
+                (
+                    "response_time_mean_seconds",
+                    "mean response time over the last interval",
+                    m.mean_rt_s,
+                ),
+                (
+                    "service_time_mean_seconds",
+                    "mean handler time over the last interval",
+                    m.service_time_s,
+                ),
+                (
+                    "accept_queue_length",
+                    "connections waiting in the accept queue (TCP_INFO tcpi_unacked)",
+                    m.accept_queue_len,
+                ),
+                (
+                    "accept_queue_wait_seconds",
+                    "accept-queue wait by Little's law: queue length / accept rate",
+                    m.accept_queue_wait_s,
+                ),
+                (
+                    "busy_workers",
+                    "workers serving a connection at the sample",
+                    m.busy_workers,
+                ),
+                (
+                    "idle_workers",
+                    "workers waiting for one at the sample",
+                    m.idle_workers,
+                ),
+                (
+                    "cpu_ratio",
+                    "CPU of the server's processes over the last interval, share of the machine",
+                    m.cpu_util,
+                ),
+                (
+                    "memory_available_bytes",
+                    "system MemAvailable",
+                    m.mem_free_bytes as f64,
+                ),
             ];
             for (name, help, v) in g {
                 gauge(&mut e, &format!("gearshift_sensor_{name}"), help, v)?;
             }
+            e.encode_descriptor(
+                "gearshift_sensor_response_time_seconds",
+                "response time quantiles over the last interval",
+                None,
+                MetricType::Gauge,
+            )?
+            .encode_family(&[("quantile", "0.95")])?
+            .encode_gauge(&m.p95_rt_s)?;
             if !m.stages.is_empty() {
                 let per = [
                     (
@@ -134,7 +208,7 @@ impl Collector for Scrape {
                         "mean wait in a stage's queue",
                     ),
                     (
-                        "gearshift_stage_utilisation",
+                        "gearshift_stage_busy_ratio",
                         "busy share of a stage's threads",
                     ),
                     ("gearshift_stage_threads", "threads of a stage"),
@@ -160,6 +234,58 @@ impl Collector for Scrape {
                 f.encode_family(&[("knob", k.as_str())])?.encode_gauge(v)?;
             }
         }
+        gauge(
+            &mut e,
+            "gearshift_connections_established",
+            "client connections established on the listening port, accepted or not",
+            self.connections_established as f64,
+        )?;
+        counter(
+            &mut e,
+            "gearshift_listen_overflows",
+            "connections dropped on a full accept queue, system-wide (TcpExt ListenOverflows)",
+            self.listen_overflows,
+        )?;
+        e.encode_descriptor(
+            "gearshift_build_info",
+            "1, labelled with the version of the running binary",
+            None,
+            MetricType::Gauge,
+        )?
+        .encode_family(&[("version", env!("CARGO_PKG_VERSION"))])?
+        .encode_gauge(&1u64)?;
+        let p = &self.process;
+        e.encode_descriptor(
+            "process_cpu_seconds",
+            "user and system CPU time of the server's processes",
+            None,
+            MetricType::Counter,
+        )?
+        .encode_counter::<NoLabelSet, _, u64>(&p.cpu_seconds, None)?;
+        gauge(
+            &mut e,
+            "process_resident_memory_bytes",
+            "resident memory of the server's processes",
+            p.resident_bytes as f64,
+        )?;
+        gauge(
+            &mut e,
+            "process_open_fds",
+            "open descriptors of the master",
+            p.open_fds as f64,
+        )?;
+        gauge(
+            &mut e,
+            "process_max_fds",
+            "descriptor limit of the master",
+            p.max_fds as f64,
+        )?;
+        gauge(
+            &mut e,
+            "process_start_time_seconds",
+            "start time of the master since the Unix epoch",
+            p.start_time_seconds,
+        )?;
         if let Some(name) = &self.controller {
             let mut f = e.encode_descriptor(
                 "gearshift_controller_frozen",
@@ -225,6 +351,9 @@ mod tests {
             knobs: [("threads".to_string(), 7)].into(),
             controller: Some("apache".into()),
             frozen: true,
+            process: Process::read(),
+            connections_established: 3,
+            listen_overflows: 0,
         });
         assert!(text.ends_with("# EOF\n"), "{text}");
         let v = parse(&text);
@@ -249,8 +378,25 @@ mod tests {
             2.0
         );
         assert_eq!(v["gearshift_sensor_accept_queue_length"], 3.0);
-        assert_eq!(v["gearshift_sensor_throughput"], 2.0);
-        assert_eq!(v["gearshift_stage_utilisation{stage=\"process\"}"], 0.5);
+        assert!(
+            !v.contains_key("gearshift_sensor_throughput"),
+            "derivable from a counter"
+        );
+        assert!(!v
+            .keys()
+            .any(|k| k.contains("p95") || k.contains("utilisation")));
+        assert_eq!(v["gearshift_stage_busy_ratio{stage=\"process\"}"], 0.5);
+        assert!(v.contains_key("gearshift_sensor_response_time_seconds{quantile=\"0.95\"}"));
+        assert_eq!(
+            v[&format!(
+                "gearshift_build_info{{version=\"{}\"}}",
+                env!("CARGO_PKG_VERSION")
+            )],
+            1.0
+        );
+        assert!(v.contains_key("process_cpu_seconds_total"));
+        assert!(v.contains_key("process_start_time_seconds"));
+        assert!(v.contains_key("gearshift_connections_established"));
         assert_eq!(v["gearshift_knob{knob=\"threads\"}"], 7.0);
         assert_eq!(v["gearshift_controller_frozen{controller=\"apache\"}"], 1.0);
     }

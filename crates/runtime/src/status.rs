@@ -14,13 +14,16 @@ pub struct State {
     /// `listen` of the running configuration (a reload may name another; it takes effect
     /// after a restart, but `/status` shows what the file says, as before).
     listen: Mutex<String>,
+    /// The port the public listener is bound to (for the established-connections gauge).
+    port: u16,
 }
 
 impl State {
-    pub fn new(listen: &str) -> State {
+    pub fn new(listen: &str, port: u16) -> State {
         State {
             live: LiveStatus::default(),
             listen: Mutex::new(listen.to_string()),
+            port,
         }
     }
 
@@ -59,6 +62,11 @@ impl State {
             knobs: shared.knobs.values(),
             controller: live.controller,
             frozen: self.live.frozen.load(Ordering::SeqCst),
+            process: crate::prom::Process::read(),
+            connections_established: gearshift_core::metrics::procfs::established_on_port(
+                self.port,
+            ),
+            listen_overflows: gearshift_core::metrics::procfs::listen_overflows(),
         })
     }
 }

@@ -18,6 +18,8 @@ pub struct ProcStat {
     pub cutime: u64,
     pub cstime: u64,
     pub rss_pages: u64,
+    /// Clock ticks after boot at which the process started (field 22).
+    pub start_ticks: u64,
 }
 
 /// Parse /proc/PID/stat (fields after the command name, which may hold spaces and ')').
@@ -32,6 +34,7 @@ pub fn parse_stat(text: &str) -> Option<ProcStat> {
         cutime: n(16)?,
         cstime: n(17)?,
         rss_pages: n(24)?,
+        start_ticks: n(22)?,
     })
 }
 
@@ -109,6 +112,58 @@ pub fn usage() -> Usage {
     u
 }
 
+/// Seconds since the Unix epoch at which this process started (the Prometheus
+/// `process_start_time_seconds`): its start in ticks after boot plus the boot time.
+pub fn start_time_seconds() -> f64 {
+    let start = read("/proc/self/stat")
+        .as_deref()
+        .and_then(parse_stat)
+        .map_or(0, |s| s.start_ticks);
+    let boot = read("/proc/stat")
+        .as_deref()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("btime ")?.trim().parse::<u64>().ok())
+        })
+        .unwrap_or(0);
+    boot as f64 + start as f64 / clk_tck() as f64
+}
+
+/// Open descriptors of this process, and its soft limit.
+pub fn descriptors() -> (u64, u64) {
+    let open = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count() as u64);
+    let max = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .unwrap_or(u64::MAX);
+    (open, max)
+}
+
+/// TCP connections in state ESTABLISHED whose local port is `port`, from the kernel's
+/// socket tables (/proc/net/tcp and tcp6): the server's client connections, including
+/// ones not yet accepted.
+pub fn established_on_port(port: u16) -> u64 {
+    ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|p| read(p))
+        .map(|t| count_established(&t, port))
+        .sum()
+}
+
+/// Lines of a /proc/net/tcp table with local port `port` and state 01 (ESTABLISHED).
+pub fn count_established(table: &str, port: u16) -> u64 {
+    let want = format!(":{port:04X}");
+    table
+        .lines()
+        .skip(1)
+        .filter(|l| {
+            let mut f = l.split_whitespace();
+            let local = f.nth(1).unwrap_or("");
+            let state = f.nth(1).unwrap_or("");
+            local.ends_with(&want) && state == "01"
+        })
+        .count() as u64
+}
+
 pub fn mem_available() -> u64 {
     read("/proc/meminfo")
         .as_deref()
@@ -161,6 +216,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn established_connections_are_counted_by_local_port_and_state() {
+        let table = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1
+   1: 0100007F:1F90 0100007F:C350 01 00000000:00000000 00:00000000 00000000     0        0 2 1
+   2: 0100007F:1F90 0100007F:C351 01 00000000:00000000 00:00000000 00000000     0        0 3 1
+   3: 0100007F:C352 0100007F:1F90 01 00000000:00000000 00:00000000 00000000     0        0 4 1
+   4: 0100007F:1F90 0100007F:C353 06 00000000:00000000 00:00000000 00000000     0        0 5 1
+";
+        // 8080 = 0x1F90: two established, not the listener (0A), the client side or TIME_WAIT.
+        assert_eq!(count_established(table, 8080), 2);
+        assert_eq!(count_established(table, 80), 0);
+        let (open, max) = descriptors();
+        assert!(open >= 3 && max >= open, "{open} {max}");
+        let start = start_time_seconds();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        assert!(start > 1e9 && start <= now + 1.0, "{start} {now}");
+    }
+
+    #[test]
     fn stat_fields_after_a_tricky_command_name() {
         let line = "4242 (we ird) name)) S 1 4242 4242 0 -1 4194560 1000 0 0 0 \
                     250 75 30 5 20 0 8 0 12345 987654321 2048 18446744073709551615";
@@ -172,7 +249,8 @@ mod tests {
                 stime: 75,
                 cutime: 30,
                 cstime: 5,
-                rss_pages: 2048
+                rss_pages: 2048,
+                start_ticks: 12345,
             }
         );
         assert_eq!(parse_stat("1 (x) S 1 2"), None);

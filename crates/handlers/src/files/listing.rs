@@ -1,8 +1,10 @@
-//! Opt-in HTML directory listings.
+//! HTML directory listings (on by default for a zero-config `gearshift serve DIR`, off
+//! with a configuration file, as nginx's autoindex).
 //!
 //! When a directory has no index file and listings are enabled, the
 //! static-file handler answers with a small self-contained HTML5 page built
-//! here. File names come straight from the file system and are hostile
+//! here, sortable by name, size or date without script: the column headings link to
+//! `?C=N|S|M;O=A|D`, Apache mod_autoindex's query, which users and scripts already know. File names come straight from the file system and are hostile
 //! input: they are HTML-escaped for display and percent-encoded (by their
 //! exact bytes, so non-UTF-8 names still link correctly) for links. Hiding
 //! dot-files is the caller's job (it filters the entries by its policy).
@@ -24,12 +26,76 @@ pub struct DirEntry {
     pub mtime: u64,
 }
 
+/// The column a listing is sorted by, and the direction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sort {
+    pub key: SortKey,
+    pub descending: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SortKey {
+    Name,
+    Size,
+    Modified,
+}
+
+impl Default for Sort {
+    fn default() -> Sort {
+        Sort {
+            key: SortKey::Name,
+            descending: false,
+        }
+    }
+}
+
+impl Sort {
+    /// From a query like `C=S;O=D` (`;` or `&` between the pairs, unknown pairs ignored,
+    /// anything malformed gives the default order).
+    pub fn from_query(query: Option<&[u8]>) -> Sort {
+        let mut sort = Sort::default();
+        for pair in query.unwrap_or_default().split(|&b| b == b';' || b == b'&') {
+            match pair {
+                b"C=N" => sort.key = SortKey::Name,
+                b"C=S" => sort.key = SortKey::Size,
+                b"C=M" => sort.key = SortKey::Modified,
+                b"O=A" => sort.descending = false,
+                b"O=D" => sort.descending = true,
+                _ => {}
+            }
+        }
+        sort
+    }
+
+    /// The query of a heading's link: its column ascending, or descending when the page
+    /// is already sorted ascending by it.
+    fn link(self, key: SortKey) -> &'static str {
+        let desc = self.key == key && !self.descending;
+        match (key, desc) {
+            (SortKey::Name, false) => "?C=N;O=A",
+            (SortKey::Name, true) => "?C=N;O=D",
+            (SortKey::Size, false) => "?C=S;O=A",
+            (SortKey::Size, true) => "?C=S;O=D",
+            (SortKey::Modified, false) => "?C=M;O=A",
+            (SortKey::Modified, true) => "?C=M;O=D",
+        }
+    }
+}
+
 /// Renders the listing page for the directory at `url_path` (the decoded URL
-/// path, shown in the title). Sorts `entries` in place: directories first,
-/// then by name, bytewise. Entries named `.` or `..` are skipped (the page
-/// has its own parent link, shown unless `url_path` is `/`).
-pub fn render(url_path: &str, entries: &mut [DirEntry]) -> String {
-    entries.sort_by(|a, b| b.is_dir.cmp(&a.is_dir).then_with(|| a.name.cmp(&b.name)));
+/// path, shown in the title). Sorts `entries` in place: directories first, then by the
+/// `sort` column (ties by name), bytewise for names. Entries named `.` or `..` are
+/// skipped (the page has its own parent link, shown unless `url_path` is `/`).
+pub fn render(url_path: &str, entries: &mut [DirEntry], sort: Sort) -> String {
+    entries.sort_by(|a, b| {
+        let by = match sort.key {
+            SortKey::Name => a.name.cmp(&b.name),
+            SortKey::Size => a.size.cmp(&b.size).then_with(|| a.name.cmp(&b.name)),
+            SortKey::Modified => a.mtime.cmp(&b.mtime).then_with(|| a.name.cmp(&b.name)),
+        };
+        let by = if sort.descending { by.reverse() } else { by };
+        b.is_dir.cmp(&a.is_dir).then(by)
+    });
 
     let title = escape_html(url_path);
     let mut out = String::with_capacity(1024 + entries.len() * 160);
@@ -46,7 +112,14 @@ pub fn render(url_path: &str, entries: &mut [DirEntry]) -> String {
     );
     out.push_str("</head>\n<body>\n");
     let _ = writeln!(out, "<h1>Index of {title}</h1>");
-    out.push_str("<table>\n<thead><tr><th>Name</th><th>Size</th><th>Modified (UTC)</th></tr></thead>\n<tbody>\n");
+    let _ = writeln!(
+        out,
+        "<table>\n<thead><tr><th><a href=\"{}\">Name</a></th><th><a href=\"{}\">Size</a></th>\
+         <th><a href=\"{}\">Modified (UTC)</a></th></tr></thead>\n<tbody>",
+        sort.link(SortKey::Name),
+        sort.link(SortKey::Size),
+        sort.link(SortKey::Modified)
+    );
     if url_path != "/" {
         out.push_str("<tr><td><a href=\"../\">../</a></td><td class=\"s\">-</td><td></td></tr>\n");
     }
@@ -151,21 +224,21 @@ mod tests {
 
     #[test]
     fn page_skeleton_and_parent_link() {
-        let page = render("/docs/", &mut []);
+        let page = render("/docs/", &mut [], Sort::default());
         assert!(page.starts_with("<!doctype html>\n"));
         assert!(page.contains("<meta charset=\"utf-8\">"));
         assert!(page.contains("<title>Index of /docs/</title>"));
         assert!(page.contains("<a href=\"../\">../</a>"));
         assert!(page.ends_with("</html>\n"));
 
-        let root = render("/", &mut []);
+        let root = render("/", &mut [], Sort::default());
         assert!(root.contains("<title>Index of /</title>"));
         assert!(!root.contains("href=\"../\""));
     }
 
     #[test]
     fn title_is_escaped() {
-        let page = render("/<b>&\"'/", &mut []);
+        let page = render("/<b>&\"'/", &mut [], Sort::default());
         assert!(page.contains("<title>Index of /&lt;b&gt;&amp;&quot;&#39;/</title>"));
         assert!(!page.contains("<b>"));
     }
@@ -178,7 +251,7 @@ mod tests {
             file(b"javascript:alert(1)", 3),
             file(b"\"><img src=x onerror=alert(1)>", 4),
         ];
-        let page = render("/x/", &mut entries);
+        let page = render("/x/", &mut entries, Sort::default());
         assert!(!page.contains("<script>"), "{page}");
         assert!(!page.contains("<img"), "{page}");
         assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;.html</a>"));
@@ -192,7 +265,7 @@ mod tests {
     #[test]
     fn non_utf8_names_link_by_their_bytes() {
         let mut entries = vec![file(b"caf\xe9.txt", 10), file("naïve.txt".as_bytes(), 1)];
-        let page = render("/", &mut entries);
+        let page = render("/", &mut entries, Sort::default());
         assert!(page.contains("href=\"./caf%E9.txt\""));
         assert!(page.contains(">caf\u{fffd}.txt</a>"));
         assert!(page.contains("href=\"./na%C3%AFve.txt\""));
@@ -209,7 +282,7 @@ mod tests {
             file(b"a.txt", 1),
             dir(b"alpha"),
         ];
-        let page = render("/", &mut entries);
+        let page = render("/", &mut entries, Sort::default());
         let names: Vec<&[u8]> = entries.iter().map(|e| e.name.as_slice()).collect();
         assert_eq!(
             names,
@@ -234,7 +307,7 @@ mod tests {
     #[test]
     fn directories_get_trailing_slash_and_no_size() {
         let mut entries = vec![dir(b"sub dir"), file(b"f", 1536)];
-        let page = render("/", &mut entries);
+        let page = render("/", &mut entries, Sort::default());
         assert!(page.contains(
             "<a href=\"./sub%20dir/\">sub dir/</a></td><td class=\"s\">-</td><td>1970-01-01 00:00</td>"
         ));
@@ -244,8 +317,9 @@ mod tests {
     #[test]
     fn dot_entries_are_skipped() {
         let mut entries = vec![dir(b"."), dir(b".."), file(b"", 0), file(b"x", 0)];
-        let page = render("/d/", &mut entries);
-        assert_eq!(page.matches("<a ").count(), 2, "{page}");
+        let page = render("/d/", &mut entries, Sort::default());
+        // Three sort headings, the parent link and x.
+        assert_eq!(page.matches("<a ").count(), 5, "{page}");
     }
 
     #[test]
@@ -294,5 +368,58 @@ mod tests {
                 (y + 1, 1, 1)
             };
         }
+    }
+
+    #[test]
+    fn sorts_by_the_queried_column_directories_first_and_links_toggle_the_order() {
+        let mut entries = vec![
+            DirEntry {
+                name: b"b".to_vec(),
+                is_dir: false,
+                size: 10,
+                mtime: 300,
+            },
+            DirEntry {
+                name: b"a".to_vec(),
+                is_dir: false,
+                size: 30,
+                mtime: 100,
+            },
+            DirEntry {
+                name: b"z".to_vec(),
+                is_dir: true,
+                size: 0,
+                mtime: 0,
+            },
+            DirEntry {
+                name: b"c".to_vec(),
+                is_dir: false,
+                size: 20,
+                mtime: 200,
+            },
+        ];
+        let order = |page: &str| -> Vec<char> {
+            ["./a\"", "./b\"", "./c\"", "./z/\""]
+                .iter()
+                .map(|n| (page.find(n).unwrap(), n.chars().nth(2).unwrap()))
+                .collect::<std::collections::BTreeMap<_, _>>()
+                .into_values()
+                .collect()
+        };
+        let by =
+            |q: &[u8], entries: &mut Vec<DirEntry>| render("/", entries, Sort::from_query(Some(q)));
+        assert_eq!(order(&by(b"", &mut entries)), ['z', 'a', 'b', 'c']);
+        assert_eq!(order(&by(b"C=S;O=A", &mut entries)), ['z', 'b', 'c', 'a']);
+        assert_eq!(order(&by(b"C=S&O=D", &mut entries)), ['z', 'a', 'c', 'b']);
+        assert_eq!(order(&by(b"C=M;O=D", &mut entries)), ['z', 'b', 'c', 'a']);
+        assert_eq!(order(&by(b"C=X;junk", &mut entries)), ['z', 'a', 'b', 'c']);
+        // Sorted ascending by size: the Size heading offers descending, the others ascending.
+        let page = by(b"C=S;O=A", &mut entries);
+        assert!(page.contains("<a href=\"?C=S;O=D\">Size</a>"), "{page}");
+        assert!(page.contains("<a href=\"?C=N;O=A\">Name</a>"), "{page}");
+        assert!(
+            page.contains("<a href=\"?C=M;O=A\">Modified (UTC)</a>"),
+            "{page}"
+        );
     }
 }

@@ -38,7 +38,9 @@ pub struct StaticFiles {
 enum Found {
     Entry(Arc<Entry>),
     Redirect,
-    Listing(String),
+    /// A directory to list: its URL path and entries (rendered per request: the query
+    /// picks the order).
+    Listing(String, Vec<listing::DirEntry>),
     Error(u16),
 }
 
@@ -87,7 +89,11 @@ impl StaticFiles {
         let entry = match self.find(&mapped, accept, ctx.now_ms) {
             Found::Entry(e) => e,
             Found::Error(status) => return respond::error(out, ctx, status, &[]),
-            Found::Listing(page) => return respond::html(out, ctx, 200, &[], page.as_bytes()),
+            Found::Listing(url, mut entries) => {
+                let page =
+                    listing::render(&url, &mut entries, listing::Sort::from_query(req.query));
+                return respond::html(out, ctx, 200, &[], page.as_bytes());
+            }
             Found::Redirect => {
                 let mut loc = req.path.to_vec();
                 loc.push(b'/');
@@ -298,7 +304,7 @@ impl StaticFiles {
         }
         if self.cfg.listing {
             return match self.listing(mapped, file) {
-                Some(page) => Found::Listing(page),
+                Some((url, entries)) => Found::Listing(url, entries),
                 None => Found::Error(500),
             };
         }
@@ -329,7 +335,11 @@ impl StaticFiles {
         }
     }
 
-    fn listing(&self, mapped: &MappedPath, dir: std::fs::File) -> Option<String> {
+    fn listing(
+        &self,
+        mapped: &MappedPath,
+        dir: std::fs::File,
+    ) -> Option<(String, Vec<listing::DirEntry>)> {
         use rustix::fs::{statat, AtFlags, Dir, FileType};
         use std::os::unix::ffi::OsStrExt;
         let fd = rustix::fd::OwnedFd::from(dir);
@@ -356,7 +366,7 @@ impl StaticFiles {
         }
         let url = format!("/{}", path::encode_path(&mapped.rel));
         let url = if url.ends_with('/') { url } else { url + "/" };
-        Some(listing::render(&url, &mut entries))
+        Some((url, entries))
     }
 }
 
