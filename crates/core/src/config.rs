@@ -19,6 +19,13 @@ pub struct HttpConfig {
     pub send_timeout_ms: u64,
     /// Requests per keep-alive connection before it is closed.
     pub keepalive_requests: u64,
+    /// Every connection starts with a PROXY protocol header (v1 or v2) from a load
+    /// balancer; connections without one are refused (400).
+    pub proxy_protocol: bool,
+    /// Networks (`10.0.0.0/8`, `::1`) whose PROXY headers and `X-Forwarded-For` are
+    /// believed for the client's address (access log, CGI's REMOTE_ADDR, the proxy's
+    /// forwarding headers). Empty: PROXY headers from anyone, `X-Forwarded-For` never.
+    pub trusted_proxies: Vec<String>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -47,6 +54,8 @@ impl Default for HttpConfig {
             keepalive_timeout_ms: t.keepalive_ms,
             send_timeout_ms: t.send_ms,
             keepalive_requests: defaults::KEEPALIVE_REQUESTS,
+            proxy_protocol: false,
+            trusted_proxies: Vec::new(),
         }
     }
 }
@@ -79,6 +88,7 @@ impl HttpConfig {
         if h.max_request_line > h.max_head {
             return Err("http.max_request_line: must not exceed http.max_head".into());
         }
+        self.trusted()?;
         Ok(())
     }
 
@@ -97,6 +107,19 @@ impl HttpConfig {
             keepalive_ms: self.keepalive_timeout_ms,
             send_ms: self.send_timeout_ms,
         }
+    }
+}
+
+impl HttpConfig {
+    /// `trusted_proxies` parsed; the error names the option and the entry.
+    pub fn trusted(&self) -> Result<Vec<gearshift_http::proxied::Cidr>, String> {
+        self.trusted_proxies
+            .iter()
+            .map(|s| {
+                gearshift_http::proxied::Cidr::parse(s)
+                    .map_err(|e| format!("http.trusted_proxies: {e}"))
+            })
+            .collect()
     }
 }
 

@@ -61,7 +61,7 @@ pub fn run(
         false => SocketAddr::from(([0, 0, 0, 0], 0)),
     };
     let peers = Peers {
-        remote: session.peer,
+        remote: req.client,
         local,
     };
     let keep_alive = session.keep_alive_for(&head, &req, &svc, w);

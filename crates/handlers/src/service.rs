@@ -14,7 +14,9 @@ use gearshift_core::accesslog::{Destination, LogFormat, Sink};
 use gearshift_core::config::{HttpConfig, LogConfig};
 use gearshift_core::output::Batch;
 use gearshift_core::respond::{Ctx, Outcome};
+use gearshift_http::proxied::{self, Cidr};
 use gearshift_http::{Limits, RequestHead, Timeouts};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -41,6 +43,10 @@ pub struct Service {
     pub timeouts: Timeouts,
     /// Requests per keep-alive connection before it is closed.
     pub keepalive_requests: u64,
+    /// Connections start with a PROXY protocol header.
+    pub proxy_protocol: bool,
+    /// Networks whose PROXY headers and X-Forwarded-For are believed.
+    pub trusted_proxies: Vec<Cidr>,
     /// None when the access log is off.
     pub log: Option<Arc<Sink>>,
     pub log_format: LogFormat,
@@ -100,6 +106,8 @@ impl Service {
             limits: config.http.limits(),
             timeouts: config.http.timeouts(),
             keepalive_requests: config.http.keepalive_requests,
+            proxy_protocol: config.http.proxy_protocol,
+            trusted_proxies: config.http.trusted()?,
             log_format: config.log.format,
             log_access: config.log.access.clone(),
             files,
@@ -128,6 +136,25 @@ impl Service {
             },
             None,
         )
+    }
+
+    /// The address `req` came from: `peer`, or behind a trusted proxy the client named by
+    /// `X-Forwarded-For` (with the peer's port, which the header does not carry).
+    pub fn client(&self, req: &RequestHead, peer: SocketAddr) -> SocketAddr {
+        if self.trusted_proxies.is_empty() {
+            return peer;
+        }
+        let ip = proxied::client_address(
+            peer.ip(),
+            req.headers_named("x-forwarded-for"),
+            &self.trusted_proxies,
+        );
+        SocketAddr::new(ip, peer.port())
+    }
+
+    /// Whether a PROXY protocol header from `peer` is believed.
+    pub fn trusts_proxy_header(&self, peer: SocketAddr) -> bool {
+        self.trusted_proxies.is_empty() || proxied::trusted(&self.trusted_proxies, peer.ip())
     }
 
     /// Which handler answers `req`: static files in place, or a dynamic exchange.

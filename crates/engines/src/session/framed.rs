@@ -77,7 +77,15 @@ impl Session {
         now_ms: u64,
         framed: &mut Framed,
     ) -> (usize, Stop) {
-        let mut pos = 0;
+        let mut pos = match self.proxy_header(input, svc) {
+            super::ProxyHeader::Read(n) => n,
+            super::ProxyHeader::NeedMore => return (0, Stop::NeedInput),
+            super::ProxyHeader::Invalid => {
+                framed.frames.push(Frame::Error(400));
+                self.close_after_write = true;
+                return (input.len(), Stop::Close);
+            }
+        };
         let read_us = gearshift_core::metrics::now_us();
         loop {
             if self.close_after_write {
@@ -98,6 +106,7 @@ impl Session {
                         head: input[pos - n..pos].to_vec(),
                         seen: self.current(),
                         exchange: None,
+                        client: svc.client(&head, self.peer),
                     }));
                     return (pos, Stop::Dynamic);
                 }

@@ -50,6 +50,16 @@ pub struct Session {
     /// The engine runs proxied requests without a body itself (the event loop): `process`
     /// prepares their exchange (`DynamicRequest::exchange`).
     pub proxy_in_loop: bool,
+    /// The connection must start with a PROXY protocol header, not read yet.
+    proxy_header_due: bool,
+}
+
+/// What the start of a connection gave when a PROXY protocol header is due.
+enum ProxyHeader {
+    /// Read (its bytes to skip); the peer address is the client's if it was believed.
+    Read(usize),
+    NeedMore,
+    Invalid,
 }
 
 /// What a dynamic exchange needs from the session besides the socket and the input that
@@ -59,6 +69,8 @@ pub struct Session {
 pub struct DynamicRequest {
     pub head: Vec<u8>,
     seen: Seen,
+    /// Where the request came from (the peer, or the client behind a trusted proxy).
+    pub client: SocketAddr,
     /// A proxied request without a body, prepared for the event loop to run while its
     /// head was at hand (`Session::proxy_in_loop`), so the loop need not parse it again.
     pub exchange: Option<Box<gearshift_handlers::proxy::LoopExchange>>,
@@ -107,6 +119,26 @@ impl Session {
             head_us: 0,
             unwritten: None,
             proxy_in_loop: false,
+            proxy_header_due: svc.proxy_protocol,
+        }
+    }
+
+    /// Read the PROXY protocol header that starts the connection, if one is due: the
+    /// client's address replaces the balancer's when the balancer is trusted.
+    fn proxy_header(&mut self, input: &[u8], svc: &Service) -> ProxyHeader {
+        if !self.proxy_header_due {
+            return ProxyHeader::Read(0);
+        }
+        match gearshift_http::proxied::parse_header(input) {
+            gearshift_http::proxied::Header::NeedMore => ProxyHeader::NeedMore,
+            gearshift_http::proxied::Header::Invalid => ProxyHeader::Invalid,
+            gearshift_http::proxied::Header::Done { len, source } => {
+                self.proxy_header_due = false;
+                if let Some(src) = source.filter(|_| svc.trusts_proxy_header(self.peer)) {
+                    self.peer = src;
+                }
+                ProxyHeader::Read(len)
+            }
         }
     }
 
@@ -118,7 +150,14 @@ impl Session {
         w: &mut ThreadCtx,
         out: &mut Batch,
     ) -> (usize, Stop) {
-        let mut pos = 0;
+        let mut pos = match self.proxy_header(input, svc) {
+            ProxyHeader::Read(n) => n,
+            ProxyHeader::NeedMore => return (0, Stop::NeedInput),
+            ProxyHeader::Invalid => {
+                self.fail(400, w, out);
+                return (input.len(), Stop::Close);
+            }
+        };
         let read_us = gearshift_core::metrics::now_us();
         loop {
             if self.close_after_write {
@@ -139,6 +178,7 @@ impl Session {
                         head: input[pos - n..pos].to_vec(),
                         exchange: self.in_loop_exchange(&head, seen, svc, w),
                         seen,
+                        client: svc.client(&head, self.peer),
                     }));
                     return (pos, Stop::Dynamic);
                 }
@@ -246,7 +286,14 @@ impl Session {
                 svc_us,
             );
         }
-        self.log_answer(Some(head), seen, outcome, keep_alive, w);
+        self.log_answer(
+            Some(head),
+            seen,
+            outcome,
+            keep_alive,
+            svc.client(head, self.peer),
+            w,
+        );
     }
 
     /// The exchange the event loop runs for `head`, if it is proxied and has no body.
@@ -263,7 +310,7 @@ impl Session {
         }
         let keep_alive = head.keep_alive && !w.draining && seen.seq < svc.keepalive_requests;
         proxy
-            .evented(head, self.peer, keep_alive, w.now_ms)
+            .evented(head, svc.client(head, self.peer), keep_alive, w.now_ms)
             .map(Box::new)
     }
 
@@ -317,7 +364,7 @@ impl Session {
             );
             c.completed(now.saturating_sub(req.seen.started_us));
         }
-        self.log_answer(head, req.seen, outcome, keep_alive, w);
+        self.log_answer(head, req.seen, outcome, keep_alive, req.client, w);
     }
 
     fn log_answer(
@@ -326,12 +373,13 @@ impl Session {
         seen: Seen,
         outcome: respond::Outcome,
         keep_alive: bool,
+        client: SocketAddr,
         w: &mut ThreadCtx,
     ) {
         w.requests += 1;
         if let (Some(log), Some(head)) = (&mut w.log, head) {
             log.log(&Record {
-                remote: self.peer,
+                remote: client,
                 time_unix: w.date.second(),
                 method: head.method_raw,
                 target: head.target,
