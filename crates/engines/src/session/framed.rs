@@ -82,7 +82,6 @@ impl Session {
             super::ProxyHeader::NeedMore => return (0, Stop::NeedInput),
             super::ProxyHeader::Invalid => {
                 framed.frames.push(Frame::Error(400));
-                self.close_after_write = true;
                 return (input.len(), Stop::Close);
             }
         };
