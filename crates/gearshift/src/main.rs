@@ -264,7 +264,7 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     );
     let root = config.root.clone();
     let listing = if config.static_files.listing {
-        "; listing directories"
+        ", listing directories"
     } else {
         ""
     };
@@ -279,7 +279,7 @@ fn serve(args: ServeArgs) -> Result<(), String> {
             .unwrap_or_default();
         let _ = writeln!(
             out,
-            "gearshift: serving {} on http://{}/ (engine {}, {} workers{admin}{listing})",
+            "gearshift: serving {} on http://{}/ (engine {}, {} workers{listing}{admin})",
             root.display(),
             s.addr,
             s.engine,
