@@ -1,7 +1,8 @@
 //! `gearshift sim`: the simulator from the command line. `curve` prints RT against
 //! MaxClients from the simulation with paper 001's M/M/m/K/N prediction beside it; `run`
 //! steps a controller against the simulated server and prints its trajectory and score;
-//! `pipeline` does the same on paper 002's staged pipeline.
+//! `pipeline` does the same on paper 002's staged pipeline; `cluster` (cli_cluster.rs) runs N
+//! nodes behind a balancer.
 
 use crate::controllers::{build, default_bounds, ControlConfig};
 use crate::sim::analytic::{mmmkn, page_service_rate};
@@ -27,6 +28,9 @@ enum SimCommand {
     Run(RunArgs),
     /// Run a controller against paper 002's simulated 4-stage pipeline.
     Pipeline(PipelineArgs),
+    /// N simulated nodes behind a balancer (round_robin, least_conn, p2c), each with its own
+    /// controller.
+    Cluster(crate::cli_cluster::ClusterArgs),
 }
 
 #[derive(Args, Debug)]
@@ -106,6 +110,7 @@ pub fn run_sim(args: SimArgs) -> Result<(), String> {
         SimCommand::Curve(a) => curve(a),
         SimCommand::Run(a) => run_cmd(a),
         SimCommand::Pipeline(a) => pipeline(a),
+        SimCommand::Cluster(a) => crate::cli_cluster::run(a),
     }
 }
 

@@ -26,7 +26,7 @@ pub mod apache13 {
 }
 
 /// Apache 2.4 mpm_prefork defaults (httpd docs "prefork", "mpm_common"), the same values as
-/// `gearshift_server::defaults::prefork` (repeated because this crate must stay free of the
+/// `gearshift_core::defaults::prefork` (repeated because this crate must stay free of the
 /// server), and the maintenance cycle of server/mpm/prefork/prefork.c.
 pub mod apache {
     pub const START_SERVERS: u64 = 5;
@@ -78,7 +78,7 @@ pub mod saturation {
 pub mod keta {
     /// Stage names, accept (0) .. send (3).
     pub const STAGES: [&str; 4] = ["accept", "receive", "process", "send"];
-    /// Initial threads per stage and total M: `gearshift_server::defaults::staged`
+    /// Initial threads per stage and total M: `gearshift_core::defaults::staged`
     /// (the paper gives none: "set empirically in a configuration file").
     pub const INITIAL_THREADS: [u64; 4] = [1, 2, 4, 2];
     pub const MAX_THREADS: u64 = 16;
@@ -170,11 +170,30 @@ pub mod plant {
     pub const CONNECT_COST_S: f64 = 0.001;
     pub const CORES: f64 = 2.0;
     pub const KEEPALIVE_MS: u64 = 1_000;
-    /// Accept backlog, `gearshift_server::defaults::BACKLOG` (nginx's 511).
+    /// Accept backlog, `gearshift_core::defaults::BACKLOG` (nginx's 511).
     pub const ACCEPT_QUEUE: usize = 511;
     /// Slowdown per live worker process (memory, scheduler and cache contention).
     pub const CONTENTION_PER_WORKER: f64 = 0.006;
     pub const MEM_PER_WORKER_BYTES: u64 = 4 << 20;
     pub const MEM_TOTAL_BYTES: u64 = 2 << 30;
     pub const INTERVAL_S: f64 = 1.0;
+}
+
+/// Ours: the simulated cluster (`gearshift sim cluster`, issue 16). Each node is the plant
+/// above; these are the cluster's own settings.
+pub mod cluster {
+    /// Nodes when none are given: past what one 2-CPU machine can host as namespaces.
+    pub const NODES: usize = 8;
+    /// Largest cluster the simulator accepts (memory: sessions x nodes).
+    pub const MAX_NODES: usize = 4096;
+    /// Think time: half the plant's, so a node's two cores are about 70 % busy and too few
+    /// workers (one) queue: the per-node RT-vs-MaxClients curve has its cliff and its rise.
+    pub const THINK_MEAN_S: f64 = 1.0;
+    /// Speed of a slow node relative to the others (a node a generation older).
+    pub const SLOW_SPEED: f64 = 0.5;
+    /// A node's controller has settled when its MaxClients over the last SETTLED_WINDOW
+    /// intervals spans at most SETTLED_SPREAD of its median, or one worker (the summary of
+    /// a run is taken over its second half).
+    pub const SETTLED_WINDOW: usize = 30;
+    pub const SETTLED_SPREAD: f64 = 0.5;
 }

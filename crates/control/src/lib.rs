@@ -4,6 +4,7 @@
 //! wires sensors and knobs to a `Supervisor` later; `gearshift sim` drives them from the CLI.
 
 pub mod cli;
+pub mod cli_cluster;
 pub mod controllers;
 pub mod defaults;
 pub mod sim;

@@ -1,17 +1,20 @@
-//! The `gearshift` command: one binary, subcommands per job: `serve` runs the server, `load`
-//! generates load, `ctl` talks to a running server, `sim` simulates, `lab` reruns the papers.
-//! Configuration precedence is command line > environment (clap's `env`) > TOML file >
-//! built-in defaults.
+//! The `gearshift` command: one binary, subcommands per job: `serve` runs the server,
+//! `ctl` talks to its admin listener, `load` generates load, `sim` simulates, `lab` reruns
+//! the papers, `cluster` runs nodes behind a balancer. This is the one place where
+//! command-line arguments become library options; configuration precedence is command
+//! line > environment (clap's `env`) > TOML file > built-in defaults.
 
 mod ctl;
 mod fit;
 mod worker_args;
 
 use clap::{Args, Parser, Subcommand};
-use gearshift_server::accesslog::LogFormat;
-use gearshift_server::config::Config;
+use gearshift_runtime::config::Config;
+use gearshift_runtime::config::LogFormat;
+use gearshift_runtime::errlog::Sink;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 #[derive(Parser)]
 #[command(
@@ -32,12 +35,16 @@ enum Command {
     Ctl(ctl::CtlArgs),
     /// Simulate paper 001's server and paper 002's pipeline; run controllers against them.
     Sim(gearshift_control::cli::SimArgs),
-    /// Generate HTTP load against a loopback server (closed loop, open loop, WAGON sessions),
-    /// or write a SPECweb99-like file set (`load fileset DIR`).
+    /// Generate HTTP(S) load against a server on this machine, or any with --allow-remote
+    /// (closed loop, open loop, WAGON sessions), or write a SPECweb99-like file set
+    /// (`load fileset DIR`).
     Load(Box<gearshift_load::LoadArgs>),
     /// Rerun the papers' experiments against gearshift's engines and the real servers they
     /// measured, and write a report (`lab 000|001|002|003|004|all [--quick]`).
     Lab(gearshift_lab::LabArgs),
+    /// N nodes in network namespaces behind HAProxy or gearshift's proxy: up, status,
+    /// metrics, reload (rolling), down, bench.
+    Cluster(gearshift_cluster::ClusterArgs),
 }
 
 #[derive(Args, Clone)]
@@ -66,9 +73,12 @@ struct ServeArgs {
     /// Access log format.
     #[arg(long, env = "GEARSHIFT_LOG_FORMAT", value_parser = parse_format)]
     log_format: Option<LogFormat>,
-    /// List directories that have no index file.
-    #[arg(long)]
+    /// List directories that have no index file (the default without --config).
+    #[arg(long, conflicts_with = "no_listing")]
     listing: bool,
+    /// Do not list directories (the default with --config, as nginx's autoindex).
+    #[arg(long)]
+    no_listing: bool,
     /// Serve dotfiles.
     #[arg(long)]
     hidden: bool,
@@ -81,6 +91,18 @@ struct ServeArgs {
     /// Admin interface (status and live knobs): IP:PORT or a Unix socket path.
     #[arg(long, env = "GEARSHIFT_ADMIN")]
     admin: Option<String>,
+    /// Run as this user (name or uid) once listening (start as root to bind port 80).
+    #[arg(long, env = "GEARSHIFT_USER")]
+    user: Option<String>,
+    /// ... and this group (default: the user's primary group).
+    #[arg(long, env = "GEARSHIFT_GROUP")]
+    group: Option<String>,
+    /// Write the server's pid to this file once listening.
+    #[arg(long, env = "GEARSHIFT_PID_FILE")]
+    pid_file: Option<PathBuf>,
+    /// Diagnostics: stderr or a file path.
+    #[arg(long, env = "GEARSHIFT_ERROR_LOG")]
+    error_log: Option<String>,
     #[command(flatten)]
     staged: StagedArgs,
     #[command(flatten)]
@@ -105,7 +127,7 @@ struct ControlArgs {
 }
 
 impl ControlArgs {
-    fn apply(&self, c: &mut gearshift_server::live::LiveConfig) {
+    fn apply(&self, c: &mut gearshift_runtime::live::LiveConfig) {
         if let Some(v) = &self.controller {
             c.controller = v.clone();
         }
@@ -142,7 +164,7 @@ struct StagedArgs {
 }
 
 impl StagedArgs {
-    fn apply(&self, c: &mut gearshift_server::config::StagedConfig) {
+    fn apply(&self, c: &mut gearshift_runtime::config::StagedConfig) {
         let pairs = [
             (self.staged_accept_threads, &mut c.accept_threads),
             (self.staged_receive_threads, &mut c.receive_threads),
@@ -172,7 +194,13 @@ fn parse_format(s: &str) -> Result<LogFormat, String> {
 fn load_config(a: &ServeArgs) -> Result<Config, String> {
     let mut c = match &a.config {
         Some(path) => Config::from_file(path)?,
-        None => Config::default(),
+        None => {
+            // Zero-config serving lists directories, as `python3 -m http.server` does; a
+            // configuration file's default stays off (nginx autoindex).
+            let mut c = Config::default();
+            c.static_files.listing = true;
+            c
+        }
     };
     if let Some(d) = &a.dir {
         c.root = d.clone();
@@ -195,13 +223,25 @@ fn load_config(a: &ServeArgs) -> Result<Config, String> {
     if let Some(v) = &a.admin {
         c.admin = v.clone();
     }
+    if let Some(v) = &a.user {
+        c.user = v.clone();
+    }
+    if let Some(v) = &a.group {
+        c.group = v.clone();
+    }
+    if let Some(v) = &a.pid_file {
+        c.pid_file = v.clone();
+    }
+    if let Some(v) = &a.error_log {
+        c.log.error = v.clone();
+    }
     if let Some(v) = &a.cache_control {
         c.static_files.cache_control = v.clone();
     }
     a.staged.apply(&mut c.staged);
     a.worker.apply(&mut c.worker);
     a.control.apply(&mut c.control);
-    c.static_files.listing |= a.listing;
+    c.static_files.listing = (c.static_files.listing || a.listing) && !a.no_listing;
     c.static_files.hidden |= a.hidden;
     if a.no_cache {
         c.cache.enabled = false;
@@ -216,15 +256,24 @@ fn load_config(a: &ServeArgs) -> Result<Config, String> {
 fn serve(args: ServeArgs) -> Result<(), String> {
     let config = load_config(&args)?;
     if args.check_config {
-        config.validate()?;
-        gearshift_server::bind(config.listen_addr()?).map(drop)?;
+        for note in gearshift_runtime::check(&config)? {
+            println!("note: {note}");
+        }
         println!("configuration ok");
         return Ok(());
     }
-    init_tracing(&config.log.level);
+    init_tracing(
+        &config.log.level,
+        gearshift_runtime::errlog::open(&config.log.error)?,
+    );
     let root = config.root.clone();
+    let listing = if config.static_files.listing {
+        ", listing directories"
+    } else {
+        ""
+    };
     let reload_args = args.clone();
-    gearshift_server::serve(config, Box::new(move || load_config(&reload_args)), |s| {
+    gearshift_runtime::serve(config, Box::new(move || load_config(&reload_args)), |s| {
         use std::io::Write;
         let mut out = std::io::stdout().lock();
         let admin = s
@@ -234,7 +283,7 @@ fn serve(args: ServeArgs) -> Result<(), String> {
             .unwrap_or_default();
         let _ = writeln!(
             out,
-            "gearshift: serving {} on http://{}/ (engine {}, {} workers{admin})",
+            "gearshift: serving {} on http://{}/ (engine {}, {} workers{listing}{admin})",
             root.display(),
             s.addr,
             s.engine,
@@ -244,15 +293,36 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     })
 }
 
-fn init_tracing(level: &str) {
+/// Diagnostics to stderr, or to the error log file (`log.error`), one line per event.
+fn init_tracing(level: &str, file: Option<Arc<Sink>>) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("GEARSHIFT_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    let _ = tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_target(false)
-        .try_init();
+        .with_target(false);
+    let _ = match file {
+        None => builder
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .try_init(),
+        Some(sink) => builder
+            .with_writer(move || SinkWriter(sink.clone()))
+            .with_ansi(false)
+            .try_init(),
+    };
+}
+
+/// One formatted event at a time into the error log's sink (a single O_APPEND write).
+struct SinkWriter(Arc<Sink>);
+
+impl std::io::Write for SinkWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.write_all(buf).map(|()| buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 fn main() -> ExitCode {
@@ -263,6 +333,7 @@ fn main() -> ExitCode {
         Command::Ctl(args) => ctl::run(args),
         Command::Sim(args) => gearshift_control::cli::run_sim(args),
         Command::Lab(args) => gearshift_lab::main(args),
+        Command::Cluster(args) => gearshift_cluster::main(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

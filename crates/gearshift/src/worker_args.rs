@@ -3,7 +3,7 @@
 //! value of the TOML file; the same knobs change live through `gearshift ctl set`.
 
 use clap::Args;
-use gearshift_server::config::WorkerConfig;
+use gearshift_runtime::config::WorkerConfig;
 
 #[derive(Args, Clone, Default)]
 pub struct WorkerArgs {

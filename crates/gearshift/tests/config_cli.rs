@@ -19,7 +19,7 @@ fn banner_names_dir_address_engine_and_workers() {
     assert_eq!(
         s.banner,
         format!(
-            "gearshift: serving {dir} on http://127.0.0.1:{}/ (engine event, 3 workers)",
+            "gearshift: serving {dir} on http://127.0.0.1:{}/ (engine event, 3 workers, listing directories)",
             s.port
         )
     );

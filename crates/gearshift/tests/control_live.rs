@@ -176,7 +176,7 @@ fn controller_moves_knob(engine: &str, knob: &str, engine_toml: &str, start: u64
     assert!(m["gearshift_connections_total"] > 0.0);
     assert!(m["gearshift_sensor_interval_seconds"] > 0.1, "{m:?}");
     assert!(m["gearshift_sensor_memory_available_bytes"] > 0.0);
-    assert!(m["gearshift_sensor_rss_bytes"] > 0.0);
+    assert!(m["process_resident_memory_bytes"] > 0.0);
     assert_eq!(m["gearshift_controller_frozen{controller=\"apache\"}"], 1.0);
 
     // One trajectory line per interval, with the knob's history in it.

@@ -105,8 +105,19 @@ fn directories_redirect_and_serve_index() {
 }
 
 #[test]
-fn listing_is_off_by_default() {
+fn listing_is_on_without_a_config_file_and_off_with_one_or_when_asked() {
     let s = serve(standard_docroot(), &[]);
+    assert!(s.banner.contains("listing directories"), "{}", s.banner);
+    let r = s.get("/nolisting/");
+    assert_eq!(r.status, 200);
+    assert!(r.text().contains("a.txt"));
+    let s = serve(standard_docroot(), &["--no-listing"]);
+    assert!(!s.banner.contains("listing"), "{}", s.banner);
+    let r = s.get("/nolisting/");
+    assert!([403, 404].contains(&r.status), "got {}", r.status);
+    let (cfg_dir, cfg) = config_file("listen = \"127.0.0.1:0\"\nworkers = 1\n");
+    let mut s = serve(standard_docroot(), &["--config", &cfg]);
+    s.keep.push(cfg_dir);
     let r = s.get("/nolisting/");
     assert!([403, 404].contains(&r.status), "got {}", r.status);
     assert!(!r.text().contains("a.txt"));

@@ -13,6 +13,7 @@ pub mod date;
 pub mod encoding;
 pub mod limits;
 pub mod parse;
+pub mod proxied;
 pub mod range;
 pub mod response;
 

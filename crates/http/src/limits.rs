@@ -1,5 +1,5 @@
 //! Protocol limits and timeouts. Defaults are peers' defaults; each names its source, and
-//! `gearshift-server`'s defaults module re-exports them so all defaults sit in one place.
+//! `gearshift-core`'s defaults module re-exports them so all defaults sit in one place.
 
 /// Size limits applied while parsing a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -117,6 +117,17 @@ impl<'b> RequestHead<'b> {
             .find(|h| h.name.eq_ignore_ascii_case(name.as_bytes()))
             .map(|h| h.value)
     }
+
+    /// Every value of the header fields with this name, in order (ASCII case-insensitive).
+    pub fn headers_named<'h>(
+        &'h self,
+        name: &'h str,
+    ) -> impl DoubleEndedIterator<Item = &'b [u8]> + 'h {
+        self.headers
+            .iter()
+            .filter(move |h| h.name.eq_ignore_ascii_case(name.as_bytes()))
+            .map(|h| h.value)
+    }
 }
 
 /// Why a request head was refused. Every variant means: answer `status()` and close.

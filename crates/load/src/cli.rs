@@ -1,7 +1,8 @@
 //! The `gearshift load` command line (clap), and its translation into a [`Config`]: defaults,
-//! the choice of mode, and the checks that make every run bounded and loopback-only.
+//! the choice of mode, and the checks that make every run bounded and keep it on this machine
+//! unless the user says otherwise.
 
-use crate::config::{defaults, Config, Method, Mode};
+use crate::config::{defaults, Config, Mode, Target};
 use crate::wagon::WagonParams;
 use clap::{Args, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -13,9 +14,33 @@ use std::time::Duration;
 pub struct LoadArgs {
     #[command(subcommand)]
     pub command: Option<LoadCommand>,
-    /// Target URL, on loopback only: http://127.0.0.1:PORT/PATH (or localhost, [::1]).
-    #[arg(required = true)]
-    pub url: Option<String>,
+    /// Target URL(s): http[s]://HOST[:PORT]/PATH, each picked with weight 1. HOST must be
+    /// this machine's (loopback or an interface address) unless --allow-remote.
+    #[arg(required_unless_present = "urls", value_name = "URL")]
+    pub url: Vec<String>,
+    /// More URLs, from a file: lines `URL [WEIGHT]` (/PATH lines are on the first URL's
+    /// host). Connections are divided among origins by weight; see the JSON `config.urls`.
+    #[arg(long, value_name = "FILE")]
+    pub urls: Option<PathBuf>,
+    /// Allow targets that are not this machine's addresses (never without this flag).
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// https: accept any server certificate (self-signed test servers).
+    #[arg(short = 'k', long)]
+    pub insecure: bool,
+    /// https: also trust the CA certificates of this PEM file.
+    #[arg(long, value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
+    /// Request body, sent with every request (Content-Length set).
+    #[arg(long, value_name = "STRING", conflicts_with = "body_file")]
+    pub body: Option<String>,
+    /// Request body read from a file, sent with every request (Content-Length set).
+    #[arg(long, value_name = "FILE")]
+    pub body_file: Option<PathBuf>,
+    /// Write the latency histograms (one per second, and the whole run tagged "all") to FILE
+    /// in HdrHistogram's interval log format, for HdrHistogram's plotting tools.
+    #[arg(long, value_name = "FILE")]
+    pub hdr_out: Option<PathBuf>,
     /// Simultaneous connections [default: 10; WAGON: 100, the most bursts at once].
     #[arg(short = 'c', long)]
     pub connections: Option<usize>,
@@ -93,9 +118,9 @@ pub struct LoadArgs {
     /// Extra request header, "Name: value" (repeatable).
     #[arg(short = 'H', long = "header", value_name = "HEADER")]
     pub headers: Vec<String>,
-    /// Request method.
-    #[arg(short = 'm', long, value_enum, default_value_t = MethodArg::Get)]
-    pub method: MethodArg,
+    /// Request method (GET, HEAD, POST, PUT, DELETE, ... any token; upper-cased).
+    #[arg(short = 'm', long, default_value = "GET", value_parser = crate::config::parse_method)]
+    pub method: String,
     /// Print the results as JSON (schema: gearshift-load/1) instead of the summary.
     #[arg(long)]
     pub json: bool,
@@ -128,14 +153,6 @@ pub enum Arrival {
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Workload {
     Wagon,
-}
-
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MethodArg {
-    #[value(name = "GET", alias = "get")]
-    Get,
-    #[value(name = "HEAD", alias = "head")]
-    Head,
 }
 
 /// "10s", "1.5s", "500ms", "250us", "2m", "1h"; a bare number is seconds.
@@ -195,8 +212,30 @@ impl LoadArgs {
 
     /// The run these arguments describe.
     pub fn to_config(&self) -> Result<Config, String> {
-        let url = self.url.as_deref().ok_or("a target URL is required")?;
-        let mut c = Config::new(url)?;
+        let mut urls = Vec::new();
+        for u in &self.url {
+            urls.push((Target::parse(u)?, 1.0));
+        }
+        let base = urls.first().map(|(t, _)| t.clone());
+        if let Some(path) = &self.urls {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("--urls {}: {e}", path.display()))?;
+            let more = crate::mix::parse_mix(&text, base.as_ref())
+                .map_err(|e| format!("--urls {}: {e}", path.display()))?;
+            urls.extend(more);
+        }
+        if let Some(path) = &self.mix {
+            if self.url.len() != 1 || self.urls.is_some() {
+                return Err("--mix takes the paths of one URL; for several, use --urls".into());
+            }
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("--mix {}: {e}", path.display()))?;
+            urls = crate::mix::parse_mix(&text, base.as_ref())
+                .map_err(|e| format!("--mix {}: mix {e}", path.display()))?;
+        }
+        let first = urls.first().ok_or("a target URL is required")?.0.clone();
+        let mut c = Config::for_target(first);
+        c.urls = urls;
         let wagon = self.workload == Some(Workload::Wagon);
         let wagon_flags = self.session_interval.is_some()
             || self.session_length.is_some()
@@ -250,16 +289,19 @@ impl LoadArgs {
         c.keepalive = !self.no_keepalive;
         c.http10 = self.http10;
         c.pipeline = self.pipeline;
-        c.method = match self.method {
-            MethodArg::Get => Method::Get,
-            MethodArg::Head => Method::Head,
-        };
+        c.method = self.method.clone();
         c.headers = self.headers.clone();
-        if let Some(path) = &self.mix {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| format!("--mix {}: {e}", path.display()))?;
-            c.mix = crate::mix::parse_mix(&text, &c.target)?;
-        }
+        c.body = match (&self.body, &self.body_file) {
+            (Some(b), _) => b.clone().into_bytes(),
+            (None, Some(path)) => {
+                std::fs::read(path).map_err(|e| format!("--body-file {}: {e}", path.display()))?
+            }
+            (None, None) => Vec::new(),
+        };
+        c.allow_remote = self.allow_remote;
+        c.insecure = self.insecure;
+        c.cacert = self.cacert.clone();
+        c.hdr_out = self.hdr_out.clone();
         c.timeout = self.timeout.unwrap_or(defaults::TIMEOUT);
         c.seed = self.seed.unwrap_or_else(|| {
             std::time::SystemTime::now()
@@ -299,6 +341,7 @@ mod tests {
     #[test]
     fn url_or_fileset() {
         let a = parse(&["http://127.0.0.1:1/", "-c", "10", "-n", "1000"]).unwrap();
+        assert_eq!(a.url, ["http://127.0.0.1:1/"]);
         assert!(a.command.is_none());
         let c = a.to_config().unwrap();
         assert_eq!(c.connections, 10);
@@ -312,6 +355,55 @@ mod tests {
         }
         assert!(parse(&[]).is_err());
         assert!(parse(&["fileset", "/tmp/x", "-c", "3"]).is_err());
+    }
+
+    #[test]
+    fn urls_methods_and_bodies() {
+        let dir = std::env::temp_dir().join(format!("gs-load-cli-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let list = dir.join("urls");
+        std::fs::write(&list, "/b 3\nhttps://127.0.0.1:2/c\n").unwrap();
+        let body = dir.join("body");
+        std::fs::write(&body, b"\x00\x01bin").unwrap();
+        let (l, b) = (list.to_str().unwrap(), body.to_str().unwrap());
+        let c = parse(&[
+            "http://127.0.0.1:1/a",
+            "http://127.0.0.1:1/z",
+            "--urls",
+            l,
+            "-m",
+            "put",
+            "--body-file",
+            b,
+        ])
+        .unwrap()
+        .to_config()
+        .unwrap();
+        let got: Vec<(String, f64)> = c.urls.iter().map(|(t, w)| (t.url(), *w)).collect();
+        assert_eq!(
+            got,
+            [
+                ("http://127.0.0.1:1/a".to_string(), 1.0),
+                ("http://127.0.0.1:1/z".to_string(), 1.0),
+                ("http://127.0.0.1:1/b".to_string(), 3.0),
+                ("https://127.0.0.1:2/c".to_string(), 1.0)
+            ]
+        );
+        assert_eq!(c.method, "PUT");
+        assert_eq!(c.body, b"\x00\x01bin");
+        let c = parse(&["--urls", l, "--body", "x=1"]).unwrap().to_config();
+        assert!(c.unwrap_err().contains("no URL on the command line"));
+        let c = parse(&["http://127.0.0.1:1/", "--body", "x=1", "-m", "POST"]).unwrap();
+        assert_eq!(c.to_config().unwrap().body, b"x=1");
+        assert!(parse(&["http://127.0.0.1:1/", "--body", "x", "--body-file", b]).is_err());
+        assert!(parse(&["http://127.0.0.1:1/", "-m", "GE T"]).is_err());
+        let two_with_mix = parse(&["http://127.0.0.1:1/", "http://127.0.0.1:1/", "--mix", l]);
+        assert!(two_with_mix
+            .unwrap()
+            .to_config()
+            .unwrap_err()
+            .contains("--urls"));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
@@ -373,6 +465,7 @@ mod tests {
             "5"
         ]));
         assert!(bad(&["http://10.1.1.1/"]));
+        assert!(!bad(&["http://10.1.1.1/", "--allow-remote"]));
         assert!(bad(&["http://127.0.0.1:1/", "--no-keepalive", "-p", "2"]));
         assert!(bad(&["http://127.0.0.1:1/", "-c", "0"]));
     }

@@ -1,8 +1,10 @@
 //! A run's complete, validated description (what the command line says, with defaults
-//! applied), and the target URL with its loopback-only check. The engine reads only this.
+//! applied), the target URLs, and the check that keeps load on this machine unless the user
+//! says `--allow-remote`. The engine reads only this.
 
 use crate::wagon::WagonParams;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// How requests are generated.
@@ -27,29 +29,34 @@ impl Mode {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Method {
-    Get,
-    Head,
-}
-
-/// Where the load goes.
+/// Where one URL's load goes.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Target {
+    /// `https://`: the connection is TLS (rustls), its SNI name is `server_name`.
+    pub https: bool,
     pub addr: SocketAddr,
     /// Host header value (as written in the URL, port included when given).
     pub host: String,
+    /// The host alone (no port, no brackets): SNI and certificate name for https.
+    pub server_name: String,
     /// Path (and query) of the URL.
     pub path: String,
 }
 
 impl Target {
-    /// Parses `http://HOST[:PORT][/PATH]`. HOST must be on loopback: `localhost`, an address
-    /// in 127.0.0.0/8, or `[::1]`. gearshift load never sends traffic anywhere else.
+    /// Parses `http[s]://HOST[:PORT][/PATH]`. HOST is `localhost` (127.0.0.1), an IP address,
+    /// or a name resolved once, here, through the system resolver. Whether the address may be
+    /// loaded is [`Config::validate`]'s business (`--allow-remote`).
     pub fn parse(url: &str) -> Result<Target, String> {
-        let rest = url
-            .strip_prefix("http://")
-            .ok_or_else(|| format!("'{url}': only http:// URLs are supported"))?;
+        let (https, rest) = if let Some(r) = url.strip_prefix("http://") {
+            (false, r)
+        } else if let Some(r) = url.strip_prefix("https://") {
+            (true, r)
+        } else {
+            return Err(format!(
+                "'{url}': only http:// and https:// URLs are supported"
+            ));
+        };
         let (authority, path) = match rest.find(['/', '?']) {
             Some(i) if rest.as_bytes()[i] == b'/' => (&rest[..i], rest[i..].to_string()),
             Some(i) => (&rest[..i], format!("/{}", &rest[i..])),
@@ -75,35 +82,100 @@ impl Target {
         };
         let port: u16 = match port {
             Some(p) => p.parse().map_err(|_| format!("'{url}': bad port '{p}'"))?,
+            None if https => 443,
             None => 80,
         };
+        if host.is_empty()
+            || !host
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-._:".contains(&b))
+        {
+            return Err(format!("'{url}': bad host '{host}'"));
+        }
         let ip: IpAddr = if host.eq_ignore_ascii_case("localhost") {
             IpAddr::V4(Ipv4Addr::LOCALHOST)
+        } else if let Ok(ip) = host.parse() {
+            ip
         } else {
-            host.parse()
-                .map_err(|_| format!("'{url}': host must be localhost or an IP address"))?
+            resolve(host, port).map_err(|e| format!("'{url}': {e}"))?
         };
-        if !ip.is_loopback() {
-            return Err(format!(
-                "'{url}': {ip} is not a loopback address; gearshift load only targets \
-                 127.0.0.0/8 and ::1"
-            ));
-        }
         if path.bytes().any(|b| b <= b' ' || b == 0x7f) {
             return Err(format!(
                 "'{url}': the path has spaces or control characters"
             ));
         }
         Ok(Target {
+            https,
             addr: SocketAddr::new(ip, port),
             host: authority.to_string(),
+            server_name: host.to_string(),
             path,
         })
     }
 
     pub fn url(&self) -> String {
-        format!("http://{}{}", self.host, self.path)
+        let scheme = if self.https { "https" } else { "http" };
+        format!("{scheme}://{}{}", self.host, self.path)
     }
+
+    /// Requests of two targets may share a connection when this is the same: the scheme,
+    /// the address and, over TLS, the SNI name.
+    pub fn origin_key(&self) -> (bool, SocketAddr, &str) {
+        let name = if self.https {
+            &self.server_name[..]
+        } else {
+            ""
+        };
+        (self.https, self.addr, name)
+    }
+}
+
+/// The first address the system resolver gives for `host` (IPv4 preferred, as most clients).
+fn resolve(host: &str, port: u16) -> Result<IpAddr, String> {
+    use std::net::ToSocketAddrs;
+    let addrs: Vec<SocketAddr> = (host, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve '{host}': {e}"))?
+        .collect();
+    addrs
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or(addrs.first())
+        .map(|a| a.ip())
+        .ok_or_else(|| format!("'{host}' has no address"))
+}
+
+/// Whether `ip` is this machine's: loopback, or an address of one of its interfaces
+/// (getifaddrs). Without `--allow-remote`, gearshift load only sends to these, so that a
+/// typo in a URL never loads somebody else's server.
+pub fn is_local(ip: IpAddr) -> bool {
+    ip.is_loopback() || interface_addrs().contains(&ip)
+}
+
+/// The IP addresses of this machine's interfaces (none if getifaddrs fails).
+pub fn interface_addrs() -> Vec<IpAddr> {
+    let Ok(addrs) = nix::ifaddrs::getifaddrs() else {
+        return Vec::new();
+    };
+    addrs
+        .filter_map(|a| {
+            let sa = a.address?;
+            if let Some(v4) = sa.as_sockaddr_in() {
+                Some(IpAddr::V4(v4.ip()))
+            } else {
+                sa.as_sockaddr_in6().map(|v6| IpAddr::V6(v6.ip()))
+            }
+        })
+        .collect()
+}
+
+/// A request method: an HTTP token (RFC 9110 5.6.2), upper-cased as given on the command line.
+pub fn parse_method(m: &str) -> Result<String, String> {
+    let tchar = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+    if m.is_empty() || !m.bytes().all(tchar) {
+        return Err(format!("'{m}' is not a request method"));
+    }
+    Ok(m.to_ascii_uppercase())
 }
 
 /// Every default of a run, in one place, each with where it comes from.
@@ -129,7 +201,10 @@ pub mod defaults {
 /// Everything a run needs.
 #[derive(Clone, Debug)]
 pub struct Config {
+    /// The first URL: the base of `--mix` paths, the name of the run in reports.
     pub target: Target,
+    /// Every URL with its weight; requests pick among them (see the `mix` module).
+    pub urls: Vec<(Target, f64)>,
     pub mode: Mode,
     /// Simultaneous connections (WAGON: the most bursts in progress at once).
     pub connections: usize,
@@ -146,11 +221,20 @@ pub struct Config {
     pub http10: bool,
     /// Requests in flight per connection.
     pub pipeline: usize,
-    pub method: Method,
+    /// Request method, upper case ("GET", "POST", ...).
+    pub method: String,
+    /// Request body sent with every request (Content-Length set); empty: none.
+    pub body: Vec<u8>,
     /// Extra request header lines ("Name: value").
     pub headers: Vec<String>,
-    /// Paths with weights; requests pick among them.
-    pub mix: Vec<(String, f64)>,
+    /// Targets that are not this machine's are refused unless this is set.
+    pub allow_remote: bool,
+    /// https: accept any certificate (self-signed test servers).
+    pub insecure: bool,
+    /// https: trust the certificates of this PEM file besides the built-in roots.
+    pub cacert: Option<PathBuf>,
+    /// Write the latency histograms here in HdrHistogram's interval log format.
+    pub hdr_out: Option<PathBuf>,
     pub timeout: Duration,
     pub seed: u64,
     /// Count connections whose bit rate was at least this many kbit/s (1000 bit/s units).
@@ -162,11 +246,15 @@ pub struct Config {
 }
 
 impl Config {
-    /// A closed-loop run of `requests` on `connections` against `url`, other settings default.
+    /// A closed-loop run against `url`, other settings default.
     pub fn new(url: &str) -> Result<Config, String> {
-        let target = Target::parse(url)?;
-        Ok(Config {
-            mix: vec![(target.path.clone(), 1.0)],
+        Ok(Config::for_target(Target::parse(url)?))
+    }
+
+    /// A closed-loop run against `target`, other settings default.
+    pub fn for_target(target: Target) -> Config {
+        Config {
+            urls: vec![(target.clone(), 1.0)],
             target,
             mode: Mode::Closed,
             connections: defaults::CONNECTIONS,
@@ -178,14 +266,31 @@ impl Config {
             keepalive: true,
             http10: false,
             pipeline: 1,
-            method: Method::Get,
+            method: "GET".into(),
+            body: Vec::new(),
             headers: Vec::new(),
+            allow_remote: false,
+            insecure: false,
+            cacert: None,
+            hdr_out: None,
             timeout: defaults::TIMEOUT,
             seed: defaults::SEED,
             conforming_kbits: None,
             rated_receive_kbits: None,
             progress: false,
-        })
+        }
+    }
+
+    /// The connection groups of the run: one per distinct [`Target::origin_key`], in order
+    /// of first appearance in `urls`.
+    pub fn origins(&self) -> Vec<(bool, SocketAddr, &str)> {
+        let mut out: Vec<(bool, SocketAddr, &str)> = Vec::new();
+        for (t, _) in &self.urls {
+            if !out.contains(&t.origin_key()) {
+                out.push(t.origin_key());
+            }
+        }
+        out
     }
 
     pub fn validate(&self) -> Result<(), String> {
@@ -210,9 +315,35 @@ impl Config {
         if self.timeout.is_zero() {
             return Err("--timeout must be positive".into());
         }
-        if self.mix.is_empty() {
-            return Err("the URL mix is empty".into());
+        if self.urls.is_empty() {
+            return Err("no URL to load".into());
         }
+        if self.urls.iter().all(|(_, w)| *w == 0.0) {
+            return Err("every URL has weight 0".into());
+        }
+        if !self.allow_remote {
+            let local = interface_addrs();
+            for (t, _) in &self.urls {
+                let ip = t.addr.ip();
+                if !(ip.is_loopback() || local.contains(&ip)) {
+                    return Err(format!(
+                        "'{}': {} is not an address of this machine; add --allow-remote to \
+                         load a remote host",
+                        t.url(),
+                        t.addr.ip()
+                    ));
+                }
+            }
+        }
+        let origins = self.origins().len();
+        if self.connections < origins {
+            return Err(format!(
+                "{origins} origins (scheme, address, TLS name) need at least {origins} \
+                 connections, not {}",
+                self.connections
+            ));
+        }
+        parse_method(&self.method)?;
         match &self.mode {
             Mode::Open { rate, .. } if !(rate.is_finite() && *rate > 0.0) => {
                 return Err(format!("--rate must be positive, not {rate}"));
@@ -240,6 +371,13 @@ impl Config {
             if h.bytes().any(|b| b == b'\r' || b == b'\n') {
                 return Err(format!("header '{h}' has a line break"));
             }
+            if name.eq_ignore_ascii_case("content-length")
+                || name.eq_ignore_ascii_case("transfer-encoding")
+            {
+                return Err(format!(
+                    "header '{h}': gearshift load frames the body itself (--body, --body-file)"
+                ));
+            }
         }
         Ok(())
     }
@@ -251,6 +389,11 @@ impl Config {
             None => self.time_limit,
         }
     }
+
+    /// Requests are HEAD: their responses have no body whatever they announce.
+    pub fn head(&self) -> bool {
+        self.method == "HEAD"
+    }
 }
 
 #[cfg(test)]
@@ -258,37 +401,76 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_loopback_urls() {
+    fn parses_urls() {
         let t = Target::parse("http://127.0.0.1:8080/a/b?x=1").unwrap();
         assert_eq!(t.addr, "127.0.0.1:8080".parse().unwrap());
         assert_eq!(t.host, "127.0.0.1:8080");
         assert_eq!(t.path, "/a/b?x=1");
+        assert!(!t.https);
         assert_eq!(t.url(), "http://127.0.0.1:8080/a/b?x=1");
         let t = Target::parse("http://localhost").unwrap();
         assert_eq!(t.addr, "127.0.0.1:80".parse().unwrap());
         assert_eq!(t.path, "/");
         let t = Target::parse("http://[::1]:9/").unwrap();
         assert_eq!(t.addr, "[::1]:9".parse().unwrap());
+        assert_eq!(t.server_name, "::1");
         let t = Target::parse("http://127.1.2.3:1?q").unwrap();
         assert_eq!(t.path, "/?q");
+        let t = Target::parse("https://localhost/x").unwrap();
+        assert!(t.https);
+        assert_eq!(t.addr, "127.0.0.1:443".parse().unwrap());
+        assert_eq!(t.server_name, "localhost");
+        assert_eq!(t.url(), "https://localhost/x");
+        // Remote addresses parse; whether they may be loaded is validate's call.
+        assert!(Target::parse("http://192.0.2.1/").is_ok());
     }
 
     #[test]
-    fn rejects_everything_else() {
+    fn rejects_malformed_urls() {
         for bad in [
-            "https://127.0.0.1/",
-            "http://10.0.0.1/",
-            "http://192.168.1.1:80/",
-            "http://example.com/",
-            "http://[2001:db8::1]/",
+            "ftp://127.0.0.1/",
             "http://127.0.0.1:99999/",
             "http://u@127.0.0.1/",
             "http:///x",
             "127.0.0.1:80",
             "http://127.0.0.1/a b",
+            "http://a%b/",
         ] {
             assert!(Target::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn remote_targets_need_allow_remote() {
+        for url in [
+            "http://192.0.2.1/",
+            "https://10.0.0.1/",
+            "http://[2001:db8::1]/",
+        ] {
+            let mut c = Config::new(url).unwrap();
+            let e = c.validate().unwrap_err();
+            assert!(e.contains("--allow-remote") && !e.contains('\n'), "{e}");
+            c.allow_remote = true;
+            assert!(c.validate().is_ok(), "{url}");
+        }
+        assert!(is_local("127.0.0.1".parse().unwrap()));
+        assert!(is_local("::1".parse().unwrap()));
+        assert!(!is_local("192.0.2.1".parse().unwrap()));
+        // Every address of this machine's interfaces is local (whatever they are here).
+        for a in nix::ifaddrs::getifaddrs().unwrap() {
+            if let Some(v4) = a.address.as_ref().and_then(|s| s.as_sockaddr_in()) {
+                assert!(is_local(IpAddr::V4(v4.ip())), "{}", v4.ip());
+            }
+        }
+    }
+
+    #[test]
+    fn methods_are_tokens() {
+        assert_eq!(parse_method("post").unwrap(), "POST");
+        assert_eq!(parse_method("PROPFIND").unwrap(), "PROPFIND");
+        assert!(parse_method("GE T").is_err());
+        assert!(parse_method("").is_err());
+        assert!(parse_method("G\r\n").is_err());
     }
 
     #[test]
@@ -304,7 +486,16 @@ mod tests {
         assert!(c.validate().is_ok());
         c.headers = vec!["nocolon".into()];
         assert!(c.validate().is_err());
+        c.headers = vec!["Content-Length: 5".into()];
+        assert!(c.validate().unwrap_err().contains("--body"));
         c.headers.clear();
+        let other = Target::parse("https://127.0.0.1:2/").unwrap();
+        c.urls.push((other, 1.0));
+        assert_eq!(c.origins().len(), 2);
+        c.connections = 1;
+        assert!(c.validate().unwrap_err().contains("2 origins"));
+        c.connections = 2;
+        assert!(c.validate().is_ok());
         c.mode = Mode::Open {
             rate: 0.0,
             poisson: false,

@@ -10,7 +10,8 @@
 //! is the most requested); directories are Zipf-distributed (alpha 1) too. SPECweb99 scales
 //! the number of directories with the load; here it is `--dirs`.
 
-use crate::rng::{zipf_weights, Rng};
+use crate::rng::{seeded, zipf_weights, WorkloadRng};
+use rand::Rng as _;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -66,7 +67,7 @@ pub fn write(root: &Path, dirs: usize) -> Result<Written, String> {
     }
     let mut files = 0;
     let mut bytes = 0;
-    let mut rng = Rng::new(0x5BEC_3EB9_9000);
+    let mut rng = seeded(0x5BEC_3EB9_9000);
     let mut content = Vec::new();
     for d in 0..dirs {
         let dir = root.join(format!("file_set/dir{d:05}"));
@@ -100,7 +101,7 @@ pub fn write(root: &Path, dirs: usize) -> Result<Written, String> {
 }
 
 /// Printable text lines (64 bytes each with the newline), pseudo-random so that files differ.
-fn fill(out: &mut Vec<u8>, size: usize, rng: &mut Rng) {
+fn fill(out: &mut Vec<u8>, size: usize, rng: &mut WorkloadRng) {
     out.clear();
     while out.len() < size {
         if out.len() % 64 == 63 {
@@ -185,7 +186,7 @@ mod tests {
     #[test]
     fn fill_is_text() {
         let mut v = Vec::new();
-        fill(&mut v, 1000, &mut Rng::new(1));
+        fill(&mut v, 1000, &mut seeded(1));
         assert_eq!(v.len(), 1000);
         assert_eq!(v[63], b'\n');
         assert!(v.iter().all(|b| b.is_ascii_lowercase() || *b == b'\n'));

@@ -1,8 +1,9 @@
 //! Turns a [`Report`] into what people and programs read: the human summary (requests/s,
-//! transfer rate, latency percentiles, errors by kind, schedule lag, sessions, conforming
-//! connections) and the `--json` document whose schema the crate documentation describes.
+//! transfer rate, latency percentiles and timing splits, status codes, errors by kind,
+//! schedule lag, sessions, conforming connections) and the `--json` document whose schema the
+//! crate documentation describes.
 
-use crate::config::{Method, Mode};
+use crate::config::Mode;
 use crate::run::Report;
 use crate::stats::{ErrorKind, KINDS};
 use hdrhistogram::Histogram;
@@ -107,6 +108,15 @@ impl Report {
         ))
     }
 
+    /// Responses by status code, codes in order (those outside 100-599 are not listed).
+    pub fn status_codes(&self) -> Vec<(u16, u64)> {
+        let codes = &self.stats.status_codes;
+        (0..codes.len())
+            .filter(|&i| codes[i] > 0)
+            .map(|i| (i as u16, codes[i]))
+            .collect()
+    }
+
     fn lag_mean_us(&self) -> f64 {
         let s = &self.stats;
         if s.lag_count == 0 {
@@ -145,7 +155,11 @@ impl Report {
             if c.http10 { "HTTP/1.0" } else { "HTTP/1.1" },
             c.pipeline,
             c.seed
-        )
+        ) + &if c.method != "GET" || !c.body.is_empty() {
+            format!(", {} with a {}-byte body", c.method, c.body.len())
+        } else {
+            String::new()
+        }
     }
 
     /// The summary printed at the end of a run.
@@ -153,6 +167,9 @@ impl Report {
         let s = &self.stats;
         let mut o = String::new();
         let _ = writeln!(o, "gearshift load {}", self.config.target.url());
+        if self.config.urls.len() > 1 {
+            let _ = writeln!(o, "  and {} more URLs", self.config.urls.len() - 1);
+        }
         let _ = writeln!(o, "  {}", self.describe());
         let _ = writeln!(
             o,
@@ -165,6 +182,25 @@ impl Report {
             fmt_bytes(s.bytes)
         );
         let _ = writeln!(o, "  latency   {}", latency_line(&s.latency));
+        let splits = [
+            ("connect", &s.connect_time),
+            ("tls", &s.tls_handshake),
+            ("1st byte", &s.first_byte),
+            ("last byte", &s.last_byte),
+        ];
+        for (name, h) in splits {
+            if !h.is_empty() {
+                let _ = writeln!(o, "  {name:<9} {}", latency_line(h));
+            }
+        }
+        let codes: Vec<String> = self
+            .status_codes()
+            .iter()
+            .map(|(c, n)| format!("{c} {n}"))
+            .collect();
+        if !codes.is_empty() {
+            let _ = writeln!(o, "  codes     {}", codes.join(", "));
+        }
         let errors: Vec<String> = KINDS
             .iter()
             .filter(|k| s.errors[**k as usize] > 0)
@@ -230,6 +266,9 @@ impl Report {
             "  other     {} connections opened, {} retried, {} incomplete at the end, {} unsent",
             s.connects, s.retried, s.incomplete, s.unsent
         );
+        if let Some(e) = &s.tls_error {
+            let _ = writeln!(o, "  tls error {e}");
+        }
         o
     }
 
@@ -329,12 +368,16 @@ impl Report {
                 "arrival": arrival,
                 "keepalive": c.keepalive,
                 "http_version": if c.http10 { "1.0" } else { "1.1" },
-                "method": if c.method == Method::Head { "HEAD" } else { "GET" },
+                "method": c.method,
                 "pipeline": c.pipeline,
                 "timeout_s": c.timeout.as_secs_f64(),
                 "rated_receive_kbits": c.rated_receive_kbits,
                 "seed": c.seed,
-                "mix": c.mix.iter().map(|(p, w)| json!([p, w])).collect::<Vec<_>>(),
+                "mix": c.urls.iter().map(|(t, w)| json!([t.path, w])).collect::<Vec<_>>(),
+                "urls": c.urls.iter().map(|(t, w)| json!([t.url(), w])).collect::<Vec<_>>(),
+                "body_bytes": c.body.len(),
+                "allow_remote": c.allow_remote,
+                "insecure": c.insecure,
             },
             "elapsed_s": self.elapsed.as_secs_f64(),
             "issued": s.issued,
@@ -356,6 +399,17 @@ impl Report {
             "unsent": s.unsent,
             "retried": s.retried,
             "connections_opened": s.connects,
+            "tls_handshakes": s.tls_handshakes,
+            "tls_error": s.tls_error,
+            "status_codes": self.status_codes().into_iter()
+                .map(|(code, n)| (code.to_string(), json!(n)))
+                .collect::<Map<String, Value>>(),
+            "timing_us": {
+                "connect": latency_json(&s.connect_time, false),
+                "tls_handshake": latency_json(&s.tls_handshake, false),
+                "first_byte": latency_json(&s.first_byte, false),
+                "last_byte": latency_json(&s.last_byte, false),
+            },
             "latency_us": latency_json(&s.latency, true),
             "schedule": schedule,
             "wagon": wagon,
@@ -381,6 +435,7 @@ mod tests {
             stats: crate::stats::Stats::new(),
             workers: 1,
             elapsed: std::time::Duration::from_secs(1),
+            started: std::time::SystemTime::now(),
         };
         for _ in 0..10 {
             r.stats.lag(200_000);

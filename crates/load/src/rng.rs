@@ -1,103 +1,44 @@
-//! Seedable random numbers and the few distributions the workloads need (uniform, exponential,
-//! gaussian, lognormal given by its own mean and deviation, Zipf weights, weighted choice).
-//! Written here rather than taken from `rand` so that a seed means the same sample sequence
-//! on every platform and release: runs must be repeatable.
+//! The load generator's random numbers under the workspace's one policy: rand's xoshiro256++
+//! (`rand::rngs::Xoshiro256PlusPlus`, the generator of crates/control's simulator) seeded from
+//! a u64 through SplitMix64, and rand_distr's distributions (exponential, normal, lognormal,
+//! the alias table for weighted choice). `--seed` exists so that a run can be repeated: the
+//! tests below pin what a seed gives, so that an upgrade of rand or rand_distr that changes a
+//! sample fails here instead of silently changing every seeded workload.
+//!
+//! What is left here is not sampling: Zipf *weights* for the SPECweb99 mix file and the
+//! sample mean / deviation the statistical tests use.
 
-/// xoshiro256++ seeded through splitmix64: fast, small, good enough for workload sampling.
-#[derive(Clone, Debug)]
-pub struct Rng {
-    s: [u64; 4],
+use rand::rngs::Xoshiro256PlusPlus;
+use rand::SeedableRng;
+use rand_distr::weighted::WeightedAliasIndex;
+
+/// The generator every workload stream uses.
+pub type WorkloadRng = Xoshiro256PlusPlus;
+
+/// A generator seeded with `seed` (SplitMix64 expands it to the 256-bit state).
+pub fn seeded(seed: u64) -> WorkloadRng {
+    Xoshiro256PlusPlus::seed_from_u64(seed)
 }
 
-fn splitmix64(x: &mut u64) -> u64 {
-    *x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *x;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+/// An independent stream for worker `index` of a run seeded with `seed`.
+pub fn for_worker(seed: u64, index: usize) -> WorkloadRng {
+    seeded(seed ^ (index as u64).wrapping_mul(0xD1B5_4A32_D192_ED03))
 }
 
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        let mut x = seed;
-        let s = [
-            splitmix64(&mut x),
-            splitmix64(&mut x),
-            splitmix64(&mut x),
-            splitmix64(&mut x),
-        ];
-        Rng { s }
-    }
-
-    /// An independent stream for worker `index` of a run seeded with `seed`.
-    pub fn for_worker(seed: u64, index: usize) -> Rng {
-        let mut x = seed ^ (index as u64).wrapping_mul(0xD1B5_4A32_D192_ED03);
-        Rng::new(splitmix64(&mut x))
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        let s = &mut self.s;
-        let result = s[0].wrapping_add(s[3]).rotate_left(23).wrapping_add(s[0]);
-        let t = s[1] << 17;
-        s[2] ^= s[0];
-        s[3] ^= s[1];
-        s[1] ^= s[2];
-        s[0] ^= s[3];
-        s[2] ^= t;
-        s[3] = s[3].rotate_left(45);
-        result
-    }
-
-    /// Uniform in [0, 1).
-    pub fn f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
-    }
-
-    /// Uniform in 0..n (n > 0), by multiply-shift (bias below 2^-64 * n).
-    pub fn below(&mut self, n: u64) -> u64 {
-        ((self.next_u64() as u128 * n as u128) >> 64) as u64
-    }
-
-    /// Exponential with the given mean.
-    pub fn exp(&mut self, mean: f64) -> f64 {
-        // 1 - u is in (0, 1], so the logarithm is finite.
-        -mean * (1.0 - self.f64()).ln()
-    }
-
-    /// Standard normal (Box-Muller; one of the pair is dropped, simplicity over speed).
-    pub fn std_normal(&mut self) -> f64 {
-        let u1 = 1.0 - self.f64(); // (0, 1]
-        let u2 = self.f64();
-        (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
-    }
-
-    pub fn gaussian(&mut self, mean: f64, sd: f64) -> f64 {
-        mean + sd * self.std_normal()
-    }
-
-    pub fn lognormal(&mut self, d: &LogNormal) -> f64 {
-        (d.mu + d.sigma * self.std_normal()).exp()
-    }
+/// A lognormal distribution given, as WAGON (paper 001, Table II) gives it, by the mean and
+/// standard deviation of the variable itself, not of its logarithm.
+pub fn lognormal(mean: f64, sd: f64) -> Result<rand_distr::LogNormal<f64>, String> {
+    rand_distr::LogNormal::from_mean_cv(mean, sd / mean)
+        .map_err(|e| format!("lognormal mean {mean}, sd {sd}: {e}"))
 }
 
-/// A lognormal distribution. WAGON (and paper 001's Table II) give it by the mean and standard
-/// deviation of the variable itself, not of its logarithm; [`LogNormal::from_mean_sd`] converts.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct LogNormal {
-    pub mu: f64,
-    pub sigma: f64,
-}
-
-impl LogNormal {
-    /// X = exp(N(mu, sigma^2)) with E[X] = mean and SD[X] = sd:
-    /// sigma^2 = ln(1 + sd^2/mean^2), mu = ln(mean) - sigma^2/2.
-    pub fn from_mean_sd(mean: f64, sd: f64) -> LogNormal {
-        let sigma2 = (1.0 + (sd * sd) / (mean * mean)).ln();
-        LogNormal {
-            mu: mean.ln() - sigma2 / 2.0,
-            sigma: sigma2.sqrt(),
-        }
+/// O(1) weighted choice among `weights.len()` items (Walker/Vose alias table). The weights
+/// must be finite, non-negative and not all zero.
+pub fn alias(weights: &[f64]) -> Result<WeightedAliasIndex<f64>, String> {
+    if weights.iter().any(|w| !w.is_finite() || *w < 0.0) {
+        return Err("weights must be finite and non-negative".into());
     }
+    WeightedAliasIndex::new(weights.to_vec()).map_err(|e| format!("weights: {e}"))
 }
 
 /// Zipf weights 1/k^alpha for ranks k = 1..=n, normalised to sum to 1.
@@ -105,63 +46,6 @@ pub fn zipf_weights(n: usize, alpha: f64) -> Vec<f64> {
     let raw: Vec<f64> = (1..=n).map(|k| 1.0 / (k as f64).powf(alpha)).collect();
     let sum: f64 = raw.iter().sum();
     raw.into_iter().map(|w| w / sum).collect()
-}
-
-/// Walker/Vose alias table: O(1) weighted choice among n items.
-#[derive(Clone, Debug)]
-pub struct Alias {
-    prob: Vec<f64>,
-    alias: Vec<u32>,
-}
-
-impl Alias {
-    /// `weights` must be non-empty, finite, non-negative and not all zero.
-    pub fn new(weights: &[f64]) -> Result<Alias, String> {
-        let n = weights.len();
-        if n == 0 {
-            return Err("no weights".into());
-        }
-        if weights.iter().any(|w| !w.is_finite() || *w < 0.0) {
-            return Err("weights must be finite and non-negative".into());
-        }
-        let sum: f64 = weights.iter().sum();
-        if sum <= 0.0 {
-            return Err("weights sum to zero".into());
-        }
-        let mut scaled: Vec<f64> = weights.iter().map(|w| w * n as f64 / sum).collect();
-        let mut prob = vec![1.0; n];
-        let mut alias: Vec<u32> = (0..n as u32).collect();
-        let (mut small, mut large): (Vec<usize>, Vec<usize>) =
-            (0..n).partition(|&i| scaled[i] < 1.0);
-        while let (Some(s), Some(&l)) = (small.pop(), large.last()) {
-            prob[s] = scaled[s];
-            alias[s] = l as u32;
-            scaled[l] -= 1.0 - scaled[s];
-            if scaled[l] < 1.0 {
-                large.pop();
-                small.push(l);
-            }
-        }
-        // Leftovers (rounding) keep probability 1 for themselves.
-        Ok(Alias { prob, alias })
-    }
-
-    pub fn len(&self) -> usize {
-        self.prob.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.prob.is_empty()
-    }
-
-    pub fn sample(&self, rng: &mut Rng) -> usize {
-        let i = rng.below(self.prob.len() as u64) as usize;
-        if rng.f64() < self.prob[i] {
-            i
-        } else {
-            self.alias[i] as usize
-        }
-    }
 }
 
 /// Sample mean and (population) standard deviation.
@@ -175,51 +59,104 @@ pub fn mean_sd(xs: &[f64]) -> (f64, f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::Rng as _;
+    use rand_distr::{Distribution, Exp, Normal};
+
+    /// Equal to 12 significant digits: distributions call the platform's `exp`/`ln`, which
+    /// may differ in the last bit between C libraries; the integers drawn from them may not.
+    fn near(got: &[f64], want: &[f64]) {
+        assert_eq!(got.len(), want.len());
+        for (g, w) in got.iter().zip(want) {
+            assert!(
+                (g - w).abs() <= 1e-12 * w.abs(),
+                "got {got:?}\nwant {want:?}"
+            );
+        }
+    }
 
     #[test]
-    fn same_seed_same_sequence() {
-        let mut a = Rng::new(42);
-        let mut b = Rng::new(42);
-        for _ in 0..100 {
-            assert_eq!(a.next_u64(), b.next_u64());
+    fn generator_is_the_reference_xoshiro256plusplus() {
+        // State words 1, 2, 3, 4: the first outputs of Blackman and Vigna's
+        // xoshiro256plusplus.c.
+        let mut seed = [0u8; 32];
+        for (i, w) in [1u64, 2, 3, 4].iter().enumerate() {
+            seed[i * 8..i * 8 + 8].copy_from_slice(&w.to_le_bytes());
         }
-        assert_ne!(Rng::new(1).next_u64(), Rng::new(2).next_u64());
-        assert_ne!(
-            Rng::for_worker(7, 0).next_u64(),
-            Rng::for_worker(7, 1).next_u64()
+        let mut r = WorkloadRng::from_seed(seed);
+        let got: Vec<u64> = (0..4).map(|_| r.next_u64()).collect();
+        assert_eq!(
+            got,
+            [41943041, 58720359, 3588806011781223, 3591011842654386]
         );
     }
 
     #[test]
-    fn uniform_range() {
-        let mut r = Rng::new(1);
-        for _ in 0..10_000 {
-            let x = r.f64();
-            assert!((0.0..1.0).contains(&x));
-            assert!(r.below(7) < 7);
-        }
+    fn a_seed_pins_the_sequence() {
+        // The same numbers the load generator's own xoshiro256++ (before it moved to rand)
+        // gave for seed 42: SplitMix64 seeding is unchanged, so raw streams are too.
+        let mut r = seeded(42);
+        let got: Vec<u64> = (0..4).map(|_| r.next_u64()).collect();
+        assert_eq!(
+            got,
+            [
+                15021278609987233951,
+                5881210131331364753,
+                18149643915985481100,
+                12933668939759105464
+            ]
+        );
+        let mut w = for_worker(42, 3);
+        assert_eq!(w.next_u64(), PIN_WORKER_3);
+        // The distributions the workloads draw from, with seed 7.
+        let mut r = seeded(7);
+        let exp = Exp::new(1.0 / 0.1).unwrap();
+        let normal = Normal::new(7.0, 3.0).unwrap();
+        let logn = lognormal(30.0, 30.0).unwrap();
+        let draws: Vec<f64> = (0..3)
+            .flat_map(|_| {
+                [
+                    exp.sample(&mut r),
+                    normal.sample(&mut r),
+                    logn.sample(&mut r),
+                ]
+            })
+            .collect();
+        near(&draws, &PIN_DRAWS);
+        let table = alias(&[3.0, 1.0, 0.0, 4.0]).unwrap();
+        let picks: Vec<usize> = (0..12).map(|_| table.sample(&mut r)).collect();
+        assert_eq!(picks, PIN_PICKS);
     }
 
+    // Taken from rand 0.10.4 / rand_distr 0.6.0 (exponential and normal by ziggurat).
+    const PIN_WORKER_3: u64 = 7818674908559709003;
+    const PIN_DRAWS: [f64; 9] = [
+        0.015251242197550093,
+        1.8635430131997275,
+        38.31088937916091,
+        0.11865778989015739,
+        11.461658769895514,
+        19.49989117786988,
+        0.12091781830233594,
+        4.66730195229893,
+        42.1249460694407,
+    ];
+    const PIN_PICKS: [usize; 12] = [0, 0, 0, 0, 0, 0, 3, 3, 0, 0, 3, 0];
+
     #[test]
-    fn exponential_and_gaussian_moments() {
-        let mut r = Rng::new(3);
-        let xs: Vec<f64> = (0..200_000).map(|_| r.exp(2.0)).collect();
-        let (m, sd) = mean_sd(&xs);
-        assert!((m - 2.0).abs() < 0.03, "mean {m}");
-        assert!((sd - 2.0).abs() < 0.05, "sd {sd}");
-        let xs: Vec<f64> = (0..200_000).map(|_| r.gaussian(5.0, 3.0)).collect();
-        let (m, sd) = mean_sd(&xs);
-        assert!((m - 5.0).abs() < 0.03, "mean {m}");
-        assert!((sd - 3.0).abs() < 0.03, "sd {sd}");
+    fn streams_differ() {
+        assert_ne!(seeded(1).next_u64(), seeded(2).next_u64());
+        assert_ne!(for_worker(7, 0).next_u64(), for_worker(7, 1).next_u64());
     }
 
     #[test]
     fn lognormal_parameters_from_mean_and_sd() {
-        let d = LogNormal::from_mean_sd(8.0, 3.0);
-        // Closed form back: mean = exp(mu + sigma^2/2), var = (exp(sigma^2)-1) mean^2.
-        let mean = (d.mu + d.sigma * d.sigma / 2.0).exp();
-        let sd = (((d.sigma * d.sigma).exp() - 1.0) * mean * mean).sqrt();
-        assert!((mean - 8.0).abs() < 1e-9 && (sd - 3.0).abs() < 1e-9);
+        let d = lognormal(8.0, 3.0).unwrap();
+        let mut r = seeded(3);
+        let xs: Vec<f64> = (0..200_000).map(|_| d.sample(&mut r)).collect();
+        let (m, sd) = mean_sd(&xs);
+        assert!((m - 8.0).abs() < 0.05, "mean {m}");
+        assert!((sd - 3.0).abs() < 0.05, "sd {sd}");
+        assert!(lognormal(0.0, 1.0).is_err());
     }
 
     #[test]
@@ -227,8 +164,8 @@ mod tests {
         let w = zipf_weights(4, 1.0);
         assert!((w.iter().sum::<f64>() - 1.0).abs() < 1e-12);
         assert!((w[0] / w[1] - 2.0).abs() < 1e-12);
-        let a = Alias::new(&[3.0, 1.0, 0.0, 4.0]).unwrap();
-        let mut r = Rng::new(9);
+        let a = alias(&[3.0, 1.0, 0.0, 4.0]).unwrap();
+        let mut r = seeded(9);
         let mut counts = [0u32; 4];
         for _ in 0..80_000 {
             counts[a.sample(&mut r)] += 1;
@@ -242,8 +179,9 @@ mod tests {
             (counts[3] as f64 / 80_000.0 - 0.5).abs() < 0.01,
             "{counts:?}"
         );
-        assert!(Alias::new(&[]).is_err());
-        assert!(Alias::new(&[0.0]).is_err());
-        assert!(Alias::new(&[-1.0, 2.0]).is_err());
+        assert!(alias(&[]).is_err());
+        assert!(alias(&[0.0]).is_err());
+        assert!(alias(&[-1.0, 2.0]).is_err());
+        assert!(alias(&[f64::NAN]).is_err());
     }
 }

@@ -9,7 +9,7 @@ use crate::worker::{Progress, Shared, Worker, WorkerSpec};
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 /// The outcome of a run.
 #[derive(Clone, Debug)]
@@ -20,12 +20,35 @@ pub struct Report {
     pub workers: usize,
     /// From the start to the last worker's end.
     pub elapsed: Duration,
+    /// When the run started (wall clock), for logs that plot against time.
+    pub started: SystemTime,
 }
 
 /// `total` split over `parts`: part `i`'s share (the first ones get the remainder).
 pub fn share(total: u64, parts: usize, i: usize) -> u64 {
     let parts = parts as u64;
     total / parts + u64::from((i as u64) < total % parts)
+}
+
+/// Divides `n` connections among origins in proportion to `weights` (largest remainder),
+/// at least one each (`n` must be at least the number of origins): the origin of each.
+pub fn slot_origins(n: usize, weights: &[f64]) -> Vec<u32> {
+    let k = weights.len();
+    let spare = n - k;
+    let sum: f64 = weights.iter().sum();
+    let exact: Vec<f64> = weights.iter().map(|w| w / sum * spare as f64).collect();
+    let mut counts: Vec<usize> = exact.iter().map(|x| x.floor() as usize).collect();
+    let mut order: Vec<usize> = (0..k).collect();
+    order.sort_by(|&a, &b| (exact[b] - exact[b].floor()).total_cmp(&(exact[a] - exact[a].floor())));
+    let left = spare - counts.iter().sum::<usize>();
+    for &o in order.iter().take(left) {
+        counts[o] += 1;
+    }
+    let mut out = Vec::with_capacity(n);
+    for (o, c) in counts.iter().enumerate() {
+        out.extend(std::iter::repeat_n(o as u32, c + 1));
+    }
+    out
 }
 
 /// Runs `cfg` to its end.
@@ -37,17 +60,24 @@ pub fn run(cfg: &Config) -> Result<Report, String> {
 pub fn run_until(cfg: &Config, interrupt: &AtomicBool) -> Result<Report, String> {
     cfg.validate()?;
     let reqs = Requests::build(cfg)?;
-    let workers = cfg.threads.min(cfg.connections).max(1);
+    // Every worker connects to every origin.
+    let origins = reqs.origins.len();
+    let workers = cfg.threads.min(cfg.connections / origins).max(1);
     let rate = match cfg.mode {
         Mode::Open { rate, .. } => rate,
         _ => 0.0,
     };
     let poisson = matches!(cfg.mode, Mode::Open { poisson: true, .. });
     let specs: Vec<WorkerSpec> = (0..workers)
-        .map(|i| WorkerSpec {
+        .map(|i| {
+            let connections = share(cfg.connections as u64, workers, i) as usize;
+            (i, connections)
+        })
+        .map(|(i, connections)| WorkerSpec {
             index: i,
             workers,
-            connections: share(cfg.connections as u64, workers, i) as usize,
+            connections,
+            slot_origin: slot_origins(connections, &reqs.origin_weights),
             requests: cfg.requests.map(|n| share(n, workers, i)),
             sessions: cfg.sessions.map(|n| share(n, workers, i)),
             rate: rate / workers as f64,
@@ -59,6 +89,7 @@ pub fn run_until(cfg: &Config, interrupt: &AtomicBool) -> Result<Report, String>
             },
         })
         .collect();
+    let started = SystemTime::now();
     let shared = Shared {
         start: Instant::now(),
         stop: AtomicBool::new(false),
@@ -98,6 +129,7 @@ pub fn run_until(cfg: &Config, interrupt: &AtomicBool) -> Result<Report, String>
         elapsed: Duration::from_nanos(stats.elapsed_ns.max(1)),
         stats,
         workers,
+        started,
     })
 }
 
@@ -155,5 +187,18 @@ mod tests {
         }
         assert_eq!(share(10, 3, 0), 4);
         assert_eq!(share(10, 3, 2), 3);
+    }
+
+    #[test]
+    fn connections_follow_origin_weights() {
+        assert_eq!(slot_origins(3, &[1.0]), [0, 0, 0]);
+        assert_eq!(slot_origins(2, &[0.99, 0.01]), [0, 1]);
+        assert_eq!(
+            slot_origins(10, &[0.75, 0.25]),
+            [0, 0, 0, 0, 0, 0, 0, 1, 1, 1]
+        );
+        let s = slot_origins(100, &[0.5, 0.3, 0.2]);
+        let count = |o| s.iter().filter(|&&x| x == o).count();
+        assert_eq!((count(0), count(1), count(2)), (50, 30, 20));
     }
 }

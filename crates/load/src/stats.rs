@@ -1,5 +1,6 @@
-//! What a worker measures: latency histograms (HdrHistogram, microseconds), counters, errors
-//! by kind, schedule lag, per-connection bit rates and a per-second series. Each worker owns
+//! What a worker measures: latency histograms (HdrHistogram, microseconds) and the timing
+//! splits (connect, TLS handshake, first and last response byte), counters, status codes,
+//! errors by kind, schedule lag, per-connection bit rates and a per-second series. Each worker owns
 //! its `Stats`, records with no locking, and the run merges them at the end.
 
 use hdrhistogram::Histogram;
@@ -19,15 +20,18 @@ pub enum ErrorKind {
     ShortBody = 4,
     /// The response could not be parsed.
     Parse = 5,
+    /// The TLS handshake or record layer failed (certificate refused, protocol error).
+    Tls = 6,
 }
 
-pub const KINDS: [ErrorKind; 6] = [
+pub const KINDS: [ErrorKind; 7] = [
     ErrorKind::Connect,
     ErrorKind::Timeout,
     ErrorKind::Reset,
     ErrorKind::Status,
     ErrorKind::ShortBody,
     ErrorKind::Parse,
+    ErrorKind::Tls,
 ];
 
 impl ErrorKind {
@@ -39,6 +43,7 @@ impl ErrorKind {
             ErrorKind::Status => "status",
             ErrorKind::ShortBody => "short_body",
             ErrorKind::Parse => "parse",
+            ErrorKind::Tls => "tls",
         }
     }
 }
@@ -62,7 +67,7 @@ pub struct Second {
     pub requests: u64,
     pub ok: u64,
     pub bytes: u64,
-    pub errors: [u64; 6],
+    pub errors: [u64; KINDS.len()],
     /// Latency in microseconds, 2 significant digits (enough for a plot, small to keep).
     pub latency: Histogram<u64>,
 }
@@ -73,7 +78,7 @@ impl Second {
             requests: 0,
             ok: 0,
             bytes: 0,
-            errors: [0; 6],
+            errors: [0; KINDS.len()],
             latency: histogram(2),
         }
     }
@@ -100,7 +105,9 @@ pub struct Stats {
     pub bytes: u64,
     /// Responses by status class: index 0 = other, 1 = 1xx, ..., 5 = 5xx.
     pub status_classes: [u64; 6],
-    pub errors: [u64; 6],
+    /// Responses by status code (index 100..=599; other codes count in `status_classes[0]`).
+    pub status_codes: Vec<u64>,
+    pub errors: [u64; KINDS.len()],
     /// Requests still waiting for their response when the run ended.
     pub incomplete: u64,
     /// Open loop: requests whose intended time had come but which were never sent.
@@ -109,6 +116,18 @@ pub struct Stats {
     pub retried: u64,
     /// TCP connections opened (attempted).
     pub connects: u64,
+    /// Time from connect() to the connection being established, per new connection (us).
+    pub connect_time: Histogram<u64>,
+    /// Time from the TCP connection to the end of the TLS handshake, per handshake (us).
+    pub tls_handshake: Histogram<u64>,
+    /// TLS handshakes completed.
+    pub tls_handshakes: u64,
+    /// The first TLS failure, described for people (the kind is counted in `errors`).
+    pub tls_error: Option<String>,
+    /// Per request, from when its bytes could go on the wire (handed to a connection that is
+    /// ready: connected, handshake done) to its response's first byte, and to its last (us).
+    pub first_byte: Histogram<u64>,
+    pub last_byte: Histogram<u64>,
     /// Open loop / WAGON: send time minus intended time, over every request with a schedule.
     pub lag_count: u64,
     pub lag_sum_ns: u64,
@@ -141,11 +160,18 @@ impl Stats {
             ok: 0,
             bytes: 0,
             status_classes: [0; 6],
-            errors: [0; 6],
+            status_codes: vec![0; 600],
+            errors: [0; KINDS.len()],
             incomplete: 0,
             unsent: 0,
             retried: 0,
             connects: 0,
+            connect_time: histogram(3),
+            tls_handshake: histogram(3),
+            tls_handshakes: 0,
+            tls_error: None,
+            first_byte: histogram(3),
+            last_byte: histogram(3),
             lag_count: 0,
             lag_sum_ns: 0,
             lag_max_ns: 0,
@@ -177,6 +203,7 @@ impl Stats {
         self.bytes += bytes;
         self.ok += ok as u64;
         let class = if (100..600).contains(&status) {
+            self.status_codes[status as usize] += 1;
             (status / 100) as usize
         } else {
             0
@@ -191,6 +218,14 @@ impl Stats {
         if !ok {
             self.error(now_ns, ErrorKind::Status, 1);
         }
+    }
+
+    /// A response's first and last byte, `first_ns` and `last_ns` after its request could go
+    /// on the wire.
+    #[inline]
+    pub fn split(&mut self, first_ns: u64, last_ns: u64) {
+        record_ns(&mut self.first_byte, first_ns);
+        record_ns(&mut self.last_byte, last_ns);
     }
 
     /// `n` requests failed with `kind` at `now_ns`.
@@ -230,7 +265,24 @@ impl Stats {
         self.bytes += o.bytes;
         for i in 0..6 {
             self.status_classes[i] += o.status_classes[i];
-            self.errors[i] += o.errors[i];
+        }
+        for (a, b) in self.status_codes.iter_mut().zip(&o.status_codes) {
+            *a += b;
+        }
+        for (a, b) in self.errors.iter_mut().zip(o.errors) {
+            *a += b;
+        }
+        for (a, b) in [
+            (&mut self.connect_time, &o.connect_time),
+            (&mut self.tls_handshake, &o.tls_handshake),
+            (&mut self.first_byte, &o.first_byte),
+            (&mut self.last_byte, &o.last_byte),
+        ] {
+            a.add(b).expect("histogram add");
+        }
+        self.tls_handshakes += o.tls_handshakes;
+        if self.tls_error.is_none() {
+            self.tls_error.clone_from(&o.tls_error);
         }
         self.incomplete += o.incomplete;
         self.unsent += o.unsent;
@@ -253,8 +305,8 @@ impl Stats {
             a.requests += b.requests;
             a.ok += b.ok;
             a.bytes += b.bytes;
-            for i in 0..6 {
-                a.errors[i] += b.errors[i];
+            for (x, y) in a.errors.iter_mut().zip(b.errors) {
+                *x += y;
             }
             a.latency.add(&b.latency).expect("histogram add");
         }
@@ -289,5 +341,16 @@ mod tests {
         assert_eq!(a.latency.len(), 3);
         assert_eq!(a.latency.max(), a.latency.highest_equivalent(3000));
         assert_eq!(a.lag_max_ns, 5);
+        assert_eq!(a.status_codes[200], 1);
+        assert_eq!(a.status_codes[204], 1);
+        assert_eq!(a.status_codes[500], 1);
+        a.split(2_000, 9_000);
+        let mut c = Stats::new();
+        c.split(1_000, 3_000);
+        c.tls_error = Some("x".into());
+        a.merge(&c);
+        assert_eq!((a.first_byte.len(), a.last_byte.len()), (2, 2));
+        assert_eq!(a.last_byte.max(), a.last_byte.highest_equivalent(9));
+        assert_eq!(a.tls_error.as_deref(), Some("x"));
     }
 }

@@ -1,5 +1,6 @@
 //! Every error kind, provoked and counted exactly: connect (refused), timeout (a server that
-//! never answers), reset, non-2xx status, short body, unparsable response.
+//! never answers), reset, non-2xx status, short body, unparsable response; and a target that
+//! is not this machine's, refused before anything is sent.
 
 mod common;
 use common::{errors, load, Behavior, Server};
@@ -73,8 +74,9 @@ fn unparsable_responses() {
 }
 
 #[test]
-fn only_loopback_targets() {
+fn only_this_machines_targets_unless_allowed() {
     let a = gearshift_load::LoadArgs::parse_from(["load", "http://192.0.2.1/", "-n", "1"]).unwrap();
     let e = a.to_config().unwrap_err();
-    assert!(e.contains("not a loopback address"), "{e}");
+    assert!(e.contains("not an address of this machine"), "{e}");
+    assert!(e.contains("--allow-remote"), "{e}");
 }

@@ -3,7 +3,7 @@
 
 use gearshift_load::fileset::{self, CLASS_FREQ};
 use gearshift_load::mix::{parse_mix, Requests};
-use gearshift_load::rng::Rng;
+use gearshift_load::rng::seeded;
 use gearshift_load::{Config, Target};
 
 #[test]
@@ -48,16 +48,20 @@ fn writes_the_file_set_and_its_mix() {
 
     // The mix file parses, and sampling it hits the classes 35/50/14/1 %.
     let target = Target::parse("http://127.0.0.1:8080/").unwrap();
-    let mix = parse_mix(&std::fs::read_to_string(&w.mix_file).unwrap(), &target).unwrap();
+    let mix = parse_mix(
+        &std::fs::read_to_string(&w.mix_file).unwrap(),
+        Some(&target),
+    )
+    .unwrap();
     assert_eq!(mix.len(), 72);
     let mut cfg = Config::new("http://127.0.0.1:8080/").unwrap();
-    cfg.mix = mix.clone();
+    cfg.urls = mix.clone();
     let reqs = Requests::build(&cfg).unwrap();
-    let mut rng = Rng::new(99);
+    let mut rng = seeded(99);
     let mut per_class = [0u64; 4];
     let n = 400_000;
     for _ in 0..n {
-        let path = &mix[reqs.pick(&mut rng) as usize].0;
+        let path = &mix[reqs.pick(&mut rng) as usize].0.path;
         let class = path.split("/class").nth(1).unwrap().as_bytes()[0] - b'0';
         per_class[class as usize] += 1;
     }

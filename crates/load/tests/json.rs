@@ -111,4 +111,48 @@ fn json_schema_and_consistency() {
         .sum();
     assert_eq!((errs, status), (40, 40));
     assert!(j["schedule"].is_null());
+    assert_eq!(j["status_codes"], serde_json::json!({ "503": 40 }));
+}
+
+#[test]
+fn fields_added_since_the_first_schema() {
+    let srv = Server::start(Behavior::Ok(100));
+    let r = load(&[
+        &srv.url("/a"),
+        "-c",
+        "2",
+        "-n",
+        "60",
+        "-m",
+        "put",
+        "--body",
+        "hi",
+    ]);
+    let j = r.json();
+    assert_eq!(
+        j["schema"], "gearshift-load/1",
+        "consumers of /1 keep working"
+    );
+    let c = &j["config"];
+    assert_eq!(c["method"], "PUT");
+    assert_eq!(c["body_bytes"], 2);
+    assert_eq!(c["urls"], serde_json::json!([[srv.url("/a"), 1.0]]));
+    assert_eq!(c["mix"], serde_json::json!([["/a", 1.0]]));
+    assert_eq!(
+        (c["allow_remote"].as_bool(), c["insecure"].as_bool()),
+        (Some(false), Some(false))
+    );
+    assert_eq!(j["status_codes"], serde_json::json!({ "200": 60 }));
+    assert_eq!(u(&j["errors"]["tls"]), 0);
+    assert_eq!(u(&j["tls_handshakes"]), 0);
+    assert!(j["tls_error"].is_null());
+    let t = &j["timing_us"];
+    assert_eq!(u(&t["connect"]["count"]), u(&j["connections_opened"]));
+    assert_eq!(u(&t["tls_handshake"]["count"]), 0);
+    for k in ["first_byte", "last_byte"] {
+        assert_eq!(u(&t[k]["count"]), 60, "{k}");
+        assert!(u(&t[k]["p50"]) <= u(&t[k]["p99"]) && u(&t[k]["p99"]) <= u(&t[k]["max"]));
+        assert!(t[k].get("histogram").is_none());
+    }
+    assert!(u(&t["first_byte"]["min"]) <= u(&t["last_byte"]["min"]));
 }

@@ -5,7 +5,7 @@
 
 mod common;
 use common::{load, Behavior, Server};
-use gearshift_load::rng::{mean_sd, Rng};
+use gearshift_load::rng::{mean_sd, seeded};
 use gearshift_load::wagon::{Wagon, WagonParams};
 
 const N: usize = 400_000;
@@ -55,8 +55,8 @@ fn erf(x: f64) -> f64 {
 
 #[test]
 fn table_ii_distributions_reproduce_their_moments() {
-    let w = Wagon::new(WagonParams::default());
-    let mut rng = Rng::new(20_240_601);
+    let w = Wagon::new(WagonParams::default()).unwrap();
+    let mut rng = seeded(20_240_601);
 
     // Session inter-arrival: exponential, mean 0.1 s (sd = mean).
     let (m, sd) = sample(|| w.interarrival(&mut rng));
@@ -92,8 +92,9 @@ fn overrides_and_think_scale() {
         think_time: (2.0, 1.0),
         think_scale: 0.01,
         hold_connection: false,
-    });
-    let mut rng = Rng::new(1);
+    })
+    .unwrap();
+    let mut rng = seeded(1);
     close("interval", sample(|| w.interarrival(&mut rng)).0, 0.5, 0.01);
     close(
         "length",
@@ -114,9 +115,9 @@ fn overrides_and_think_scale() {
 
 #[test]
 fn same_seed_same_samples() {
-    let w = Wagon::new(WagonParams::default());
+    let w = Wagon::new(WagonParams::default()).unwrap();
     let draw = |seed| {
-        let mut r = Rng::new(seed);
+        let mut r = seeded(seed);
         (0..50)
             .map(|_| (w.session_length(&mut r), w.burst_length(&mut r)))
             .collect::<Vec<_>>()

@@ -104,7 +104,7 @@ fn report_has_a_snippet_the_server_accepts() {
     assert!(text.contains("r2 = 1.0000"), "{text}");
     let toml_part = &text[text.find("[control]").unwrap()..];
     let table: toml::Table = toml::from_str(toml_part).unwrap();
-    let cfg: gearshift_server::live::LiveConfig = table["control"].clone().try_into().unwrap();
+    let cfg: gearshift_runtime::live::LiveConfig = table["control"].clone().try_into().unwrap();
     cfg.validate().unwrap();
     assert_eq!(cfg.controller, "keta");
     let c1 = cfg.params.as_ref().unwrap()["c1"].as_float().unwrap();

@@ -52,6 +52,8 @@ pub struct Server {
     pub paths: Arc<Mutex<HashMap<String, u64>>>,
     /// Connections accepted.
     pub accepted: Arc<AtomicU64>,
+    /// Request bodies received (by Content-Length), by content.
+    pub bodies: Arc<Mutex<HashMap<Vec<u8>, u64>>>,
     stop: Arc<AtomicBool>,
 }
 
@@ -71,12 +73,14 @@ impl Server {
             hits: Arc::default(),
             paths: Arc::default(),
             accepted: Arc::default(),
+            bodies: Arc::default(),
             stop: Arc::default(),
         };
-        let (hits, paths, accepted, stop) = (
+        let (hits, paths, accepted, bodies, stop) = (
             s.hits.clone(),
             s.paths.clone(),
             s.accepted.clone(),
+            s.bodies.clone(),
             s.stop.clone(),
         );
         let first: Arc<OnceLock<Instant>> = Arc::default();
@@ -91,6 +95,7 @@ impl Server {
                     behavior: behavior.clone(),
                     hits: hits.clone(),
                     paths: paths.clone(),
+                    bodies: bodies.clone(),
                     stop: stop.clone(),
                     first: first.clone(),
                 };
@@ -107,12 +112,17 @@ impl Server {
     pub fn hits(&self) -> u64 {
         self.hits.load(Ordering::SeqCst)
     }
+
+    pub fn accepted(&self) -> u64 {
+        self.accepted.load(Ordering::SeqCst)
+    }
 }
 
 struct Ctx {
     behavior: Behavior,
     hits: Arc<AtomicU64>,
     paths: Arc<Mutex<HashMap<String, u64>>>,
+    bodies: Arc<Mutex<HashMap<Vec<u8>, u64>>>,
     stop: Arc<AtomicBool>,
     first: Arc<OnceLock<Instant>>,
 }
@@ -138,7 +148,20 @@ impl Ctx {
             // Answer every complete request in the buffer (pipelining).
             while let Some(end) = find(&buf, b"\r\n\r\n") {
                 let head = String::from_utf8_lossy(&buf[..end]).to_string();
-                buf.drain(..end + 4);
+                let length: usize = head
+                    .lines()
+                    .filter_map(|l| l.split_once(':'))
+                    .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
+                    .and_then(|(_, v)| v.trim().parse().ok())
+                    .unwrap_or(0);
+                if buf.len() < end + 4 + length {
+                    break; // the body is still coming
+                }
+                let body = buf[end + 4..end + 4 + length].to_vec();
+                buf.drain(..end + 4 + length);
+                if length > 0 {
+                    *self.bodies.lock().unwrap().entry(body).or_default() += 1;
+                }
                 let path = head.split(' ').nth(1).unwrap_or("").to_string();
                 let lower = head.to_ascii_lowercase();
                 let http10 = head.lines().next().unwrap_or("").ends_with("HTTP/1.0");

@@ -1,0 +1,345 @@
+//! Serving one connection to its end with blocking I/O on the calling thread or process:
+//! the shared core of every engine that dedicates a worker to a connection (thread per
+//! connection, thread pool, fork, prefork, processes x threads). The socket is blocking with
+//! a receive and send timeout (SO_RCVTIMEO, SO_SNDTIMEO) of at most `TICK_MS`, so a read
+//! waits for the next request without a poll(2) before it (one syscall per request fewer),
+//! and every wait is still bounded by the sans-IO `Conn`'s read deadline, the send timeout
+//! and the drain deadline: a stalled client cannot pin a worker. Memory writes stay
+//! non-blocking (MSG_DONTWAIT in `Batch`) and wait in poll while the socket is full. The
+//! protocol work is the same `Session` the event engine drives.
+
+use crate::session::{Session, Stop, ThreadCtx};
+use crate::shared::Shared;
+use gearshift_core::output::{Batch, Flushed};
+use gearshift_http::Phase;
+use rustix::event::{poll, PollFd, PollFlags};
+use rustix::fd::{AsFd, OwnedFd};
+use rustix::io::Errno;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Longest single wait before re-checking the drain flag and the clock.
+const TICK_MS: u64 = 200;
+/// Lingering after the final answer (as in the event engine).
+const LINGER_MS: u64 = 2000;
+
+/// Serves connections one at a time to their end with blocking I/O: the calling thread's
+/// reusable state (its context, read buffer and output batch).
+pub struct Runner {
+    pub w: ThreadCtx,
+    buf: Vec<u8>,
+    batch: Batch,
+    last_flush_ms: u64,
+    /// Where requests answered are reported besides `Shared::requests`, at every wake-up
+    /// (process engines: the child's scoreboard slot, which its master reads; the child's
+    /// own copy of `Shared` is invisible to the master).
+    report: Option<Box<dyn FnMut(u64)>>,
+    reported: u64,
+}
+
+impl Runner {
+    pub fn new(shared: &Shared) -> Runner {
+        Runner {
+            w: ThreadCtx::new(shared.now_ms(), unix_now()).counting(shared),
+            buf: vec![0; gearshift_core::defaults::READ_BUF],
+            batch: Batch::default(),
+            last_flush_ms: 0,
+            report: None,
+            reported: 0,
+        }
+    }
+
+    /// Report requests answered to `f` (with the count since the last report) as they are
+    /// answered, not only when the connection ends.
+    pub fn report_requests(&mut self, f: Box<dyn FnMut(u64)>) {
+        self.reported = self.w.requests;
+        self.report = Some(f);
+    }
+
+    fn tick(&mut self, shared: &Shared) {
+        self.w.now_ms = shared.now_ms();
+        self.w.date.update(unix_now());
+        self.w.draining = shared.life.is_draining();
+        self.w.publish(shared);
+        if let Some(report) = &mut self.report {
+            if self.w.requests != self.reported {
+                report(self.w.requests - self.reported);
+                self.reported = self.w.requests;
+            }
+        }
+        if self.w.now_ms >= self.last_flush_ms + 1000 {
+            self.last_flush_ms = self.w.now_ms;
+            if let Some(log) = &mut self.w.log {
+                log.flush();
+            }
+        }
+    }
+
+    /// Flush the access log (on exit).
+    pub fn flush_log(&mut self) {
+        if let Some(log) = &mut self.w.log {
+            log.flush();
+        }
+    }
+
+    /// Serve `fd` until the client leaves, a timeout fires, or the server drains.
+    pub fn serve(&mut self, fd: OwnedFd, peer: SocketAddr, shared: &Shared) {
+        let session = self.open(&fd, peer, shared);
+        self.serve_session(fd, session, shared, None);
+    }
+
+    /// A new connection's session; sets the socket up for `serve_session`.
+    pub fn open(&mut self, fd: &OwnedFd, peer: SocketAddr, shared: &Shared) -> Session {
+        self.tick(shared);
+        let svc = shared.service.load_full();
+        self.w.sync_log(&svc);
+        let _ = rustix::net::sockopt::set_tcp_nodelay(fd, true);
+        // Blocking (as accepted), but no wait longer than a tick: a stalled client then
+        // cannot hold the worker past the read or send timeout or a drain deadline.
+        let _ = set_timeout(fd, Timeout::Recv, TICK_MS);
+        let _ = set_timeout(fd, Timeout::Send, TICK_MS);
+        shared.counters.connection();
+        Session::new(&svc, peer, self.w.now_ms)
+    }
+
+    /// Serve a connection like `serve`; with `park`, give it back instead of waiting once it
+    /// is idle between requests (the `worker` engine's listener thread then waits for it, as
+    /// mpm_event's does). `park` says, each time the connection falls idle, how long (ms) to
+    /// wait in read for the next request first: a keep-alive client that is still sending
+    /// then stays on this thread, with no hand-off (an eventfd, two epoll_ctl, a wake-up of
+    /// the listener and one of a worker) per request; 0 hands it back at once (when nothing
+    /// is waiting to be read). A session handed back in is resumed with its keep-alive
+    /// clock restarted: whoever held it enforced the idle timeout. With `park` the access
+    /// log is also written before each answer (see below).
+    pub fn serve_session(
+        &mut self,
+        fd: OwnedFd,
+        mut session: Session,
+        shared: &Shared,
+        park: Option<&dyn Fn() -> u64>,
+    ) -> Option<(OwnedFd, Session)> {
+        self.tick(shared);
+        if park.is_some() {
+            session.http.response_done(self.w.now_ms);
+        }
+        let mut kept: Vec<u8> = Vec::new();
+        // The socket's receive timeout: `TICK_MS` whenever no `serve_session` runs on it.
+        let mut rcv_ms = TICK_MS;
+        // Idle and parking: how long this idle spell waits in read before handing back.
+        let mut linger_ms: Option<u64> = None;
+        loop {
+            self.tick(shared);
+            let idle = kept.is_empty() && session.http.phase() == Phase::Idle;
+            if idle {
+                if let Some(linger) = park {
+                    // Idle between requests: with nothing to read, hand it back (whoever
+                    // parks it also closes it on a drain); with input waiting, serve it,
+                    // even when draining (the answer then says `Connection: close`).
+                    if linger_ms.is_none() {
+                        let ms = if self.w.draining { 0 } else { linger() };
+                        if ms > 0 {
+                            linger_ms = Some(ms);
+                        } else {
+                            let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+                            if matches!(poll(&mut fds, 0), Ok(0)) {
+                                return Some(self.hand_back(fd, session, rcv_ms));
+                            }
+                        }
+                    }
+                } else if self.w.draining {
+                    break;
+                }
+            }
+            if self.w.now_ms >= shared.life.drain_deadline_ms.load(Ordering::SeqCst) {
+                break;
+            }
+            let deadline = session.http.read_deadline();
+            if self.w.now_ms >= deadline && idle && linger_ms.is_some() {
+                return Some(self.hand_back(fd, session, rcv_ms));
+            }
+            if self.w.now_ms >= deadline {
+                if session.http.phase() == Phase::Head {
+                    session.timeout_response(&self.w, &mut self.batch);
+                    let _ = self.batch.write(fd.as_fd());
+                    self.batch.clear();
+                }
+                break;
+            }
+            // Wait in the read itself, for a tick or up to the deadline if that is sooner
+            // (the timeout changes only near a deadline, not per request).
+            let lingering = linger_ms.filter(|_| idle);
+            let wait = (deadline - self.w.now_ms).min(lingering.unwrap_or(TICK_MS));
+            if wait != rcv_ms && set_timeout(&fd, Timeout::Recv, wait).is_ok() {
+                rcv_ms = wait;
+            }
+            let n = match rustix::io::read(&fd, &mut self.buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(Errno::INTR) => continue,
+                // Lingered long enough (or up to the keep-alive deadline, which whoever
+                // parks it enforces): hand it back. A request arriving just now makes the
+                // listener's level-triggered epoll report it at once.
+                Err(Errno::AGAIN) if lingering.is_some() => {
+                    return Some(self.hand_back(fd, session, rcv_ms));
+                }
+                Err(Errno::AGAIN) => continue,
+                Err(_) => break,
+            };
+            linger_ms = None;
+            self.tick(shared);
+            let svc = shared.service.load_full();
+            self.w.sync_log(&svc);
+            kept.extend_from_slice(&self.buf[..n]);
+            let mut stop;
+            loop {
+                let (used, s) = session.process(&kept, &svc, &mut self.w, &mut self.batch);
+                kept.drain(..used);
+                stop = s;
+                if park.is_some() {
+                    // Many threads, one log buffer each: writing the entries before the
+                    // answers keeps the log in answer order across threads (Apache writes
+                    // each entry as it is logged, too).
+                    self.flush_log();
+                }
+                if !self.write_all(&fd, session.send_timeout_ms, shared) {
+                    self.batch.clear();
+                    return None;
+                }
+                session.written(self.w.now_ms);
+                if stop == Stop::Dynamic {
+                    // Blocking is what this thread does anyway: run the exchange inline.
+                    crate::exchange::run(fd.as_fd(), &mut session, &mut kept, shared, &mut self.w);
+                    if session.close_after_write {
+                        stop = Stop::Close;
+                        break;
+                    }
+                    continue;
+                }
+                if stop != Stop::OutputFull {
+                    break;
+                }
+            }
+            if kept.capacity() > 64 * 1024 && kept.is_empty() {
+                kept = Vec::new();
+            }
+            if stop == Stop::Close {
+                linger(&fd, &mut self.buf);
+                return None;
+            }
+        }
+        None
+    }
+}
+
+impl Runner {
+    /// Give an idle connection back to whoever parks it, its receive timeout reset.
+    fn hand_back(&mut self, fd: OwnedFd, session: Session, rcv_ms: u64) -> (OwnedFd, Session) {
+        if rcv_ms != TICK_MS {
+            let _ = set_timeout(&fd, Timeout::Recv, TICK_MS);
+        }
+        (fd, session)
+    }
+
+    /// Write the batch, waiting in poll while the socket is full (a file region's sendfile
+    /// may itself wait, at most SO_SNDTIMEO, a tick). False if the client
+    /// stopped taking data for `send_ms`, the drain deadline passed, or the write failed.
+    fn write_all(&mut self, fd: &OwnedFd, send_ms: u64, shared: &Shared) -> bool {
+        let mut progress_ms = self.w.now_ms;
+        loop {
+            match self.batch.write(fd.as_fd()) {
+                Ok((_, Flushed::All)) => return true,
+                Ok((n, Flushed::Blocked)) => {
+                    self.tick(shared);
+                    if n > 0 {
+                        progress_ms = self.w.now_ms;
+                    }
+                    if self.w.now_ms >= progress_ms + send_ms
+                        || self.w.now_ms >= shared.life.drain_deadline_ms.load(Ordering::SeqCst)
+                    {
+                        return false;
+                    }
+                    let mut fds = [PollFd::new(fd, PollFlags::OUT)];
+                    let _ = poll(&mut fds, TICK_MS as i32);
+                }
+                Err(_) => return false,
+            }
+        }
+    }
+
+    /// Called by pool workers while they wait for a connection: keeps the clock, the Date
+    /// and the access-log flush going.
+    pub fn idle_tick(&mut self, shared: &Shared) {
+        self.tick(shared);
+    }
+}
+
+/// Half-close and drain input briefly so the client reads the final answer, not a reset.
+fn linger(fd: &OwnedFd, buf: &mut [u8]) {
+    let _ = rustix::net::shutdown(fd, rustix::net::Shutdown::Write);
+    let until = std::time::Instant::now() + std::time::Duration::from_millis(LINGER_MS);
+    loop {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        let mut fds = [PollFd::new(fd, PollFlags::IN)];
+        match poll(&mut fds, left.as_millis() as i32) {
+            Ok(0) => return,
+            Err(Errno::INTR) => continue,
+            Err(_) => return,
+            Ok(_) => {}
+        }
+        match rustix::io::read(fd, buf) {
+            Ok(0) => return,
+            Ok(_) | Err(Errno::INTR) | Err(Errno::AGAIN) => continue,
+            Err(_) => return,
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Timeout {
+    Recv,
+    Send,
+}
+
+/// Set SO_RCVTIMEO or SO_SNDTIMEO to `ms` (at least 1: zero would mean no timeout).
+fn set_timeout(fd: &OwnedFd, which: Timeout, ms: u64) -> rustix::io::Result<()> {
+    use rustix::net::sockopt::{set_socket_timeout, Timeout as T};
+    let d = std::time::Duration::from_millis(ms.max(1));
+    let which = match which {
+        Timeout::Recv => T::Recv,
+        Timeout::Send => T::Send,
+    };
+    set_socket_timeout(fd, which, Some(d))
+}
+
+pub fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Blocking accept of one connection from a shared listener (with its peer address).
+/// Returns None on transient errors (the caller loops).
+pub fn accept(listener: &std::net::TcpListener) -> Option<(OwnedFd, SocketAddr)> {
+    use rustix::net::{SocketAddrAny, SocketFlags};
+    match rustix::net::acceptfrom_with(listener.as_fd(), SocketFlags::CLOEXEC) {
+        Ok((fd, addr)) => {
+            let peer = match addr {
+                Some(SocketAddrAny::V4(a)) => SocketAddr::V4(a),
+                Some(SocketAddrAny::V6(a)) => SocketAddr::V6(a),
+                _ => SocketAddr::from(([0, 0, 0, 0], 0)),
+            };
+            Some((fd, peer))
+        }
+        Err(Errno::INTR) | Err(Errno::AGAIN) | Err(Errno::CONNABORTED) => None,
+        Err(e) => {
+            tracing::warn!("accept: {e}");
+            // EMFILE and friends: back off instead of spinning.
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            None
+        }
+    }
+}

@@ -1,0 +1,493 @@
+//! One event loop of the event engine: its epoll set, its connections, and the I/O that
+//! drives them (edge-triggered reads and writes, back-pressure, lingering close, the timer
+//! sweep). A loop told to retire stops accepting and hands every connection, whole, to a
+//! surviving loop, so shrinking the engine closes nothing. A connection with a dynamic
+//! request goes, whole, to the dynamic pool (`hand_to_dynamic`), which runs the blocking
+//! exchange and hands it back to its loop's mailbox (`run_dynamic`).
+
+use super::{Mailbox, Registry};
+use crate::blocking_pool::BlockingPool;
+use crate::session::{Session, Stop, ThreadCtx};
+use crate::shared::Shared;
+use gearshift_core::defaults::READ_BUF;
+use gearshift_core::lifecycle::unix_now;
+use gearshift_core::output::{Batch, Flushed};
+use gearshift_handlers::Service;
+use gearshift_http::Phase;
+pub(super) use handoff::{run_dynamic, Dynamic};
+use rustix::event::epoll::{self, EventData, EventFlags, EventVec};
+use rustix::fd::{AsFd, AsRawFd, OwnedFd};
+use rustix::io::Errno;
+use rustix::net::{SocketAddrAny, SocketFlags};
+use slab::Slab;
+use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use upstreams::{recv, Exchanges, Upstreams, UPSTREAM};
+
+mod handoff;
+mod proxied;
+mod upstreams;
+
+const LISTENER: u64 = u64::MAX;
+const WAKER: u64 = u64::MAX - 1;
+/// epoll_wait timeout: the timer sweep's granularity.
+const TICK_MS: i32 = 100;
+/// How long a closing connection is drained after shutdown(SHUT_WR) so the client reads
+/// the final answer instead of a reset. nginx lingering_timeout 5s; we wait 2 s.
+const LINGER_MS: u64 = 2000;
+/// Read size when appending to input kept in a connection's own buffer.
+const KEPT_READ: usize = 16 * 1024;
+
+pub(super) struct Connection {
+    fd: OwnedFd,
+    session: Session,
+    pending: Batch,
+    /// Reading was stopped by back-pressure; resume when output drains.
+    read_stalled: bool,
+    /// Half-closed after the final answer; draining input until EOF or the deadline.
+    lingering: bool,
+    /// Deadline of the current write (last progress + send timeout) or of lingering.
+    deadline_ms: u64,
+}
+
+pub(super) struct EventLoop {
+    id: usize,
+    mailbox: Arc<Mailbox>,
+    registry: Arc<Registry>,
+    epoll: OwnedFd,
+    listener: Arc<TcpListener>,
+    waker: Arc<OwnedFd>,
+    shared: Arc<Shared>,
+    conns: Slab<Connection>,
+    buf: Vec<u8>,
+    batch: Batch,
+    w: ThreadCtx,
+    accepting: bool,
+    dynamic: Arc<BlockingPool<Dynamic>>,
+    ups: Upstreams,
+    /// Proxied requests this loop runs, by client connection (`proxied.rs`).
+    exchanges: Exchanges,
+}
+
+impl EventLoop {
+    pub(super) fn new(
+        id: usize,
+        listener: Arc<TcpListener>,
+        shared: Arc<Shared>,
+        registry: Arc<Registry>,
+        dynamic: Arc<BlockingPool<Dynamic>>,
+    ) -> std::io::Result<EventLoop> {
+        let epoll = epoll::create(epoll::CreateFlags::CLOEXEC)?;
+        epoll::add(
+            &epoll,
+            listener.as_fd(),
+            EventData::new_u64(LISTENER),
+            EventFlags::IN | EventFlags::EXCLUSIVE,
+        )?;
+        let waker = Arc::new(rustix::event::eventfd(
+            0,
+            rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
+        )?);
+        epoll::add(
+            &epoll,
+            waker.as_fd(),
+            EventData::new_u64(WAKER),
+            EventFlags::IN,
+        )?;
+        shared.add_waker(waker.clone());
+        let mailbox = Arc::new(Mailbox::new(waker.clone()));
+        registry.put(id, mailbox.clone());
+        let w = ThreadCtx::new(shared.now_ms(), unix_now()).counting(&shared);
+        Ok(EventLoop {
+            id,
+            epoll,
+            listener,
+            waker,
+            shared,
+            conns: Slab::new(),
+            buf: vec![0; READ_BUF],
+            batch: Batch::default(),
+            w,
+            accepting: true,
+            mailbox,
+            registry,
+            dynamic,
+            ups: Upstreams::default(),
+            exchanges: Exchanges::default(),
+        })
+    }
+
+    pub(super) fn run(&mut self) {
+        let mut events = EventVec::with_capacity(256);
+        let mut last_sweep = 0;
+        let mut last_flush = 0;
+        tracing::debug!(worker = self.id, "event loop started");
+        loop {
+            // No wait while a proxied answer has more to relay (`proxied.rs`).
+            let tick = if self.ups.more.is_empty() { TICK_MS } else { 0 };
+            if let Err(e) = epoll::wait(&self.epoll, &mut events, tick) {
+                if e != Errno::INTR {
+                    tracing::error!(worker = self.id, "epoll_wait: {e}");
+                    break;
+                }
+            }
+            self.w.now_ms = self.shared.now_ms();
+            self.w.date.update(unix_now());
+            let svc = self.shared.service.load_full();
+            self.w.sync_log(&svc);
+            // Upstream answers first: exchanges that end return their connections to the
+            // pool before this batch's new requests look for one (fewer connects).
+            for ev in events.iter() {
+                match ev.data.u64() {
+                    LISTENER | WAKER => {}
+                    t if t & UPSTREAM != 0 => {
+                        self.upstream_ready((t & !UPSTREAM) as usize, ev.flags, &svc)
+                    }
+                    _ => {}
+                }
+            }
+            for ev in events.iter() {
+                match ev.data.u64() {
+                    LISTENER => self.accept(&svc),
+                    WAKER => {
+                        let mut b = [0u8; 8];
+                        let _ = rustix::io::read(self.waker.as_fd(), &mut b);
+                        self.adopt();
+                    }
+                    t if t & UPSTREAM != 0 => {}
+                    t => self.ready(t as usize, ev.flags, &svc),
+                }
+            }
+            self.resume_proxied(&svc);
+            self.w.publish(&self.shared);
+            self.mailbox.open.store(self.conns.len(), Ordering::Relaxed);
+            if self.w.now_ms >= last_sweep + TICK_MS as u64 {
+                last_sweep = self.w.now_ms;
+                self.sweep(&svc);
+            }
+            if self.w.now_ms >= last_flush + 1000 {
+                last_flush = self.w.now_ms;
+                if let Some(log) = &mut self.w.log {
+                    log.flush();
+                }
+            }
+            if self.shared.life.is_draining() && self.drain() {
+                break;
+            }
+            if self.mailbox.retire.load(Ordering::SeqCst)
+                && !self.shared.life.is_draining()
+                && self.hand_off()
+            {
+                break;
+            }
+        }
+        if let Some(log) = &mut self.w.log {
+            log.flush();
+        }
+        self.registry.remove(self.id);
+        tracing::debug!(worker = self.id, "event loop stopped");
+    }
+
+    fn accept(&mut self, svc: &Service) {
+        if !self.accepting {
+            return;
+        }
+        for _ in 0..64 {
+            let (fd, addr) = match rustix::net::acceptfrom_with(
+                self.listener.as_fd(),
+                SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
+            ) {
+                Ok(x) => x,
+                Err(Errno::INTR) | Err(Errno::CONNABORTED) => continue,
+                Err(Errno::AGAIN) => return,
+                Err(e) => {
+                    // EMFILE/ENFILE/ENOBUFS: leave the rest queued, retry next tick.
+                    tracing::warn!(worker = self.id, "accept: {e}");
+                    return;
+                }
+            };
+            let _ = rustix::net::sockopt::set_tcp_nodelay(&fd, true);
+            let peer = match addr {
+                Some(SocketAddrAny::V4(a)) => SocketAddr::V4(a),
+                Some(SocketAddrAny::V6(a)) => SocketAddr::V6(a),
+                _ => SocketAddr::from(([0, 0, 0, 0], 0)),
+            };
+            let entry = self.conns.vacant_entry();
+            let token = entry.key() as u64;
+            if epoll::add(
+                &self.epoll,
+                fd.as_fd(),
+                EventData::new_u64(token),
+                EventFlags::IN | EventFlags::OUT | EventFlags::RDHUP | EventFlags::ET,
+            )
+            .is_err()
+            {
+                continue;
+            }
+            self.shared.counters.connection();
+            let mut session = Session::new(svc, peer, self.w.now_ms);
+            session.proxy_in_loop = true;
+            entry.insert(Connection {
+                fd,
+                session,
+                pending: Batch::default(),
+                read_stalled: false,
+                lingering: false,
+                deadline_ms: 0,
+            });
+        }
+    }
+
+    fn ready(&mut self, k: usize, flags: EventFlags, svc: &Service) {
+        if !self.conns.contains(k) {
+            return;
+        }
+        if self.exchanges.running(k) {
+            return self.proxied_client_ready(k, flags, svc);
+        }
+        if flags.contains(EventFlags::ERR) {
+            self.close(k);
+            return;
+        }
+        if flags.contains(EventFlags::OUT)
+            && !self.conns[k].pending.is_empty()
+            && !self.flush_pending(k)
+        {
+            return;
+        }
+        let c = &mut self.conns[k];
+        let readable = flags.intersects(EventFlags::IN | EventFlags::RDHUP | EventFlags::HUP);
+        if !c.pending.is_empty() {
+            // Output is blocked: remember the readable edge, read once it drains.
+            c.read_stalled |= readable;
+            return;
+        }
+        if readable || c.read_stalled {
+            self.read(k, svc);
+        }
+    }
+
+    /// Write a connection's pending output. Returns false if the connection was closed.
+    fn flush_pending(&mut self, k: usize) -> bool {
+        let c = &mut self.conns[k];
+        match c.pending.write(c.fd.as_fd()) {
+            Err(_) => {
+                self.close(k);
+                false
+            }
+            Ok((n, Flushed::Blocked)) => {
+                if n > 0 {
+                    c.deadline_ms = self.w.now_ms + c.session.send_timeout_ms;
+                }
+                true
+            }
+            Ok((_, Flushed::All)) => {
+                c.session.written(self.w.now_ms);
+                if c.session.close_after_write && !c.lingering {
+                    self.begin_close(k);
+                    return self.conns.contains(k);
+                }
+                true
+            }
+        }
+    }
+
+    fn read(&mut self, k: usize, svc: &Service) {
+        let c = &mut self.conns[k];
+        if c.lingering {
+            return self.linger_read(k);
+        }
+        c.read_stalled = false;
+        // Input kept from before (held back by back-pressure) is answered before reading
+        // more: with edge-triggered epoll no new event would come for it.
+        if !c.session.inbuf.is_empty() {
+            let stop = self.process_kept(k, svc);
+            if !self.settle(k, stop, svc, false) {
+                return;
+            }
+        }
+        loop {
+            let c = &mut self.conns[k];
+            // Input: into the worker's shared buffer, unless a partial request is kept.
+            let (n, cap) = if c.session.inbuf.is_empty() {
+                match recv(c.fd.as_fd(), &mut self.buf) {
+                    Ok(n) => (n, self.buf.len()),
+                    Err(Errno::INTR) => continue,
+                    Err(Errno::AGAIN) => return,
+                    Err(_) => return self.close(k),
+                }
+            } else {
+                let inbuf = &mut c.session.inbuf;
+                let len = inbuf.len();
+                inbuf.resize(len + KEPT_READ, 0);
+                let r = recv(c.fd.as_fd(), &mut inbuf[len..]);
+                inbuf.truncate(len + *r.as_ref().unwrap_or(&0));
+                match r {
+                    Ok(n) => (n, KEPT_READ),
+                    Err(Errno::INTR) => continue,
+                    Err(Errno::AGAIN) => return,
+                    Err(_) => return self.close(k),
+                }
+            };
+            if n == 0 {
+                // EOF: the client is done; nothing more can be answered.
+                return self.close(k);
+            }
+            let stop = if c.session.inbuf.is_empty() {
+                let (used, stop) =
+                    c.session
+                        .process(&self.buf[..n], svc, &mut self.w, &mut self.batch);
+                if used < n {
+                    c.session.inbuf.extend_from_slice(&self.buf[used..n]);
+                }
+                stop
+            } else {
+                self.process_kept(k, svc)
+            };
+            if !self.settle(k, stop, svc, n < cap) {
+                return;
+            }
+            if n < cap {
+                return; // short read: the socket is drained (edge-triggered contract holds)
+            }
+        }
+    }
+
+    /// Write what processing produced and act on why it stopped, answering kept requests
+    /// while the socket keeps up. `drained`: the last read emptied the socket, so once the
+    /// output drains there is nothing to read until epoll reports a new edge (this saves
+    /// an EAGAIN read after every large response). Returns whether reading may go on.
+    fn settle(&mut self, k: usize, mut stop: Stop, svc: &Service, drained: bool) -> bool {
+        loop {
+            if !self.write_batch(k) {
+                return false;
+            }
+            let c = &mut self.conns[k];
+            let blocked = !c.pending.is_empty();
+            match stop {
+                Stop::Close => {
+                    if !blocked {
+                        self.begin_close(k);
+                    }
+                    return false;
+                }
+                Stop::NeedInput if blocked => {
+                    c.read_stalled |= !drained;
+                    return false;
+                }
+                Stop::OutputFull if blocked => {
+                    c.read_stalled = true;
+                    return false;
+                }
+                Stop::NeedInput => return true,
+                Stop::OutputFull => stop = self.process_kept(k, svc),
+                Stop::Dynamic => {
+                    if !self.start_proxy(k, drained, svc) {
+                        self.hand_to_dynamic(k);
+                    }
+                    return false;
+                }
+            }
+        }
+    }
+
+    /// Process input kept in the connection's own buffer.
+    fn process_kept(&mut self, k: usize, svc: &Service) -> Stop {
+        let c = &mut self.conns[k];
+        let input = std::mem::take(&mut c.session.inbuf);
+        let (used, stop) = c.session.process(&input, svc, &mut self.w, &mut self.batch);
+        let mut input = input;
+        input.drain(..used);
+        if input.is_empty() {
+            input = Vec::new(); // idle connections hold no buffer
+        }
+        c.session.inbuf = input;
+        stop
+    }
+
+    /// Send the worker's batch for connection k; keep what the socket refused.
+    fn write_batch(&mut self, k: usize) -> bool {
+        if self.batch.is_empty() {
+            return true;
+        }
+        let c = &mut self.conns[k];
+        match self.batch.write(c.fd.as_fd()) {
+            Err(_) => {
+                self.batch.clear();
+                self.close(k);
+                false
+            }
+            Ok((_, Flushed::All)) => {
+                c.session.written(self.w.now_ms);
+                true
+            }
+            Ok((_, Flushed::Blocked)) => {
+                self.batch.move_into(&mut c.pending);
+                c.deadline_ms = self.w.now_ms + c.session.send_timeout_ms;
+                true
+            }
+        }
+    }
+
+    /// Half-close after the final answer and drain input, so the client reads the answer
+    /// instead of a reset caused by unread data.
+    fn begin_close(&mut self, k: usize) {
+        let c = &mut self.conns[k];
+        let _ = rustix::net::shutdown(&c.fd, rustix::net::Shutdown::Write);
+        c.lingering = true;
+        c.session.inbuf = Vec::new();
+        c.deadline_ms = self.w.now_ms + LINGER_MS;
+        self.linger_read(k);
+    }
+
+    fn linger_read(&mut self, k: usize) {
+        let fd = self.conns[k].fd.as_fd();
+        loop {
+            match recv(fd, &mut self.buf) {
+                Ok(0) => return self.close(k),
+                Ok(_) | Err(Errno::INTR) => continue,
+                Err(Errno::AGAIN) => return,
+                Err(_) => return self.close(k),
+            }
+        }
+    }
+
+    fn close(&mut self, k: usize) {
+        if let Some(c) = self.conns.try_remove(k) {
+            let _ = epoll::delete(&self.epoll, c.fd.as_fd());
+            tracing::trace!(worker = self.id, fd = c.fd.as_raw_fd(), "close");
+            if let Some(running) = self.exchanges.take(k) {
+                self.proxy_abandoned(running.ex);
+            }
+        }
+    }
+
+    /// Apply deadlines: header/body/keep-alive read timeouts, send timeouts, lingering.
+    fn sweep(&mut self, svc: &Service) {
+        self.proxy_sweep(svc);
+        let now = self.w.now_ms;
+        let mut expired = Vec::new();
+        for (k, c) in self.conns.iter() {
+            let deadline = if c.lingering || !c.pending.is_empty() {
+                c.deadline_ms
+            } else if self.exchanges.running(k) {
+                u64::MAX // the exchange has its own deadlines
+            } else {
+                c.session.http.read_deadline()
+            };
+            if now >= deadline {
+                expired.push(k);
+            }
+        }
+        for k in expired {
+            let c = &mut self.conns[k];
+            if !c.lingering && c.pending.is_empty() && c.session.http.phase() == Phase::Head {
+                c.session.timeout_response(&self.w, &mut self.batch);
+                let _ = self.batch.write(c.fd.as_fd());
+                self.batch.clear();
+            }
+            self.close(k);
+        }
+    }
+}

@@ -1,0 +1,168 @@
+//! Connections leaving a loop and coming back, kept apart from worker.rs so the loop itself
+//! stays readable: the dynamic hand-off (a connection whose request needs a blocking
+//! exchange — CGI, the work endpoint, a proxied request with a body — leaves its loop,
+//! whole, for the dynamic pool, and comes back through the loop's mailbox), a retiring
+//! loop handing its connections to a survivor, adopting them, and draining.
+
+use super::{Connection, EventLoop, Mailbox, Registry};
+use crate::session::ThreadCtx;
+use crate::shared::Shared;
+use gearshift_http::Phase;
+use rustix::event::epoll::{self, EventData, EventFlags};
+use rustix::fd::AsFd;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// A connection away in the dynamic pool, and the loop it came from.
+pub(in crate::event) struct Dynamic {
+    conn: Connection,
+    home: Arc<Mailbox>,
+    registry: Arc<Registry>,
+    shared: Arc<Shared>,
+    id: usize,
+}
+
+/// Dynamic-pool side: finish output queued before the dynamic request, run the exchange
+/// (blocking), then give the connection back to its loop (or, if that loop retired
+/// meanwhile, to a survivor), which resumes it with any pipelined input.
+pub(in crate::event) fn run_dynamic(d: Dynamic, w: &mut ThreadCtx) {
+    let Dynamic {
+        mut conn,
+        home,
+        registry,
+        shared,
+        id,
+    } = d;
+    let shared = &*shared;
+    let c = &mut conn;
+    if c.pending.is_empty()
+        || gearshift_handlers::stream::write_all(
+            c.fd.as_fd(),
+            &mut c.pending,
+            c.session.send_timeout_ms,
+            &shared.life,
+        )
+    {
+        c.session.written(w.now_ms);
+        let mut input = std::mem::take(&mut c.session.inbuf);
+        crate::exchange::run(c.fd.as_fd(), &mut c.session, &mut input, shared, w);
+        c.session.inbuf = input;
+    } else {
+        c.session.close_after_write = true;
+    }
+    c.read_stalled = true;
+    let dest = match home.retire.load(Ordering::SeqCst) {
+        true => registry.heir(id).unwrap_or_else(|| home.clone()),
+        false => home.clone(),
+    };
+    dest.conns
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(conn);
+    dest.wake();
+    home.away.fetch_sub(1, Ordering::SeqCst);
+}
+
+impl EventLoop {
+    /// A dynamic request: the connection leaves this loop (an exchange blocks) for the
+    /// dynamic pool, with its queued output and unread input; 503 if the pool is full.
+    pub(super) fn hand_to_dynamic(&mut self, k: usize) {
+        let c = self.conns.remove(k);
+        let _ = epoll::delete(&self.epoll, c.fd.as_fd());
+        self.mailbox.away.fetch_add(1, Ordering::SeqCst);
+        let d = Dynamic {
+            conn: c,
+            home: self.mailbox.clone(),
+            registry: self.registry.clone(),
+            shared: self.shared.clone(),
+            id: self.id,
+        };
+        if let Err(d) = self.dynamic.submit(d) {
+            self.mailbox.away.fetch_sub(1, Ordering::SeqCst);
+            let mut c = d.conn;
+            tracing::warn!(worker = self.id, "dynamic pool full: 503");
+            c.session.refuse_dynamic(503, &mut self.w, &mut self.batch);
+            self.batch.move_into(&mut c.pending);
+            let entry = self.conns.vacant_entry();
+            let token = entry.key() as u64;
+            let flags = EventFlags::IN | EventFlags::OUT | EventFlags::RDHUP | EventFlags::ET;
+            if epoll::add(&self.epoll, c.fd.as_fd(), EventData::new_u64(token), flags).is_ok() {
+                c.deadline_ms = self.w.now_ms + c.session.send_timeout_ms;
+                entry.insert(c);
+            }
+        }
+    }
+
+    /// Retiring: stop accepting and give every connection to a surviving loop. False (and
+    /// the loop goes on) if no loop could take them.
+    pub(super) fn hand_off(&mut self) -> bool {
+        if self.ups.busy() {
+            return false; // proxied exchanges hold this loop's upstream connections
+        }
+        let moved = self.conns.len();
+        let Some(heir) = self.registry.heir(self.id) else {
+            return false;
+        };
+        if self.accepting {
+            self.accepting = false;
+            let _ = epoll::delete(&self.epoll, self.listener.as_fd());
+        }
+        let conns: Vec<Connection> = self.conns.drain().collect();
+        for c in &conns {
+            let _ = epoll::delete(&self.epoll, c.fd.as_fd());
+        }
+        heir.conns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(conns);
+        let _ = rustix::io::write(heir.waker.as_fd(), &1u64.to_ne_bytes());
+        tracing::debug!(worker = self.id, moved, "event loop retired");
+        true
+    }
+
+    /// Take over connections handed to this loop; edge-triggered registration reports their
+    /// current readiness, so nothing already pending is missed.
+    pub(super) fn adopt(&mut self) {
+        let incoming =
+            std::mem::take(&mut *self.mailbox.conns.lock().unwrap_or_else(|p| p.into_inner()));
+        for c in incoming {
+            let entry = self.conns.vacant_entry();
+            let token = entry.key() as u64;
+            let flags = EventFlags::IN | EventFlags::OUT | EventFlags::RDHUP | EventFlags::ET;
+            if epoll::add(&self.epoll, c.fd.as_fd(), EventData::new_u64(token), flags).is_ok() {
+                let close = c.session.close_after_write && c.pending.is_empty() && !c.lingering;
+                entry.insert(c);
+                if close {
+                    // Back from a dynamic exchange that ended the connection.
+                    self.begin_close(token as usize);
+                }
+            }
+        }
+    }
+
+    /// Stop accepting, close idle connections; true once nothing is left or time is up.
+    pub(super) fn drain(&mut self) -> bool {
+        if self.accepting {
+            self.accepting = false;
+            self.w.draining = true;
+            let _ = epoll::delete(&self.epoll, self.listener.as_fd());
+        }
+        let idle: Vec<usize> = self
+            .conns
+            .iter()
+            .filter(|&(k, c)| {
+                !c.lingering
+                    && !self.exchanges.running(k)
+                    && c.pending.is_empty()
+                    && c.session.inbuf.is_empty()
+                    && c.session.http.phase() == Phase::Idle
+            })
+            .map(|(k, _)| k)
+            .collect();
+        for k in idle {
+            self.close(k);
+        }
+        (self.conns.is_empty() && self.mailbox.away.load(Ordering::SeqCst) == 0)
+            || self.w.now_ms >= self.shared.life.drain_deadline_ms.load(Ordering::SeqCst)
+    }
+}

@@ -1,0 +1,396 @@
+//! Proxied requests run by the event loop itself, as nginx does, instead of going to the
+//! dynamic pool and back (a hand-off cost ~7 syscalls per request: futexes, epoll_ctl, an
+//! eventfd pair). The exchange state machine (`gearshift_handlers::proxy::LoopExchange`) does no I/O; this
+//! module does it non-blocking. Upstream connections are the loop's own (`upstreams.rs`),
+//! registered once (edge-triggered, read and write) in its epoll set and kept registered in
+//! a per-loop idle pool, so a reused connection costs no epoll_ctl and no idle check: an
+//! upstream closing an idle connection shows up as an event, and the connection is dropped
+//! then. Back-pressure goes both ways: while the client has output waiting, the upstream is
+//! not read (`Exchange::paused`), and reading resumes once the client's socket drains.
+//! Timeouts come from the loop's sweep (`proxy_sweep`).
+
+use super::upstreams::{connect, recv, Running, UpConn, UPSTREAM};
+use super::EventLoop;
+use gearshift_core::output::Flushed;
+use gearshift_handlers::proxy::{Fed, LoopExchange, Retry};
+use gearshift_handlers::Service;
+use gearshift_http::parse::parse_head;
+use rustix::event::epoll::{self, EventData, EventFlags};
+use rustix::fd::AsFd;
+use rustix::io::Errno;
+use rustix::net::SendFlags;
+
+/// Upstream reads (of `READ_BUF`) one exchange relays before other connections get a turn,
+/// so a large download to a fast client does not hold the loop: 1 MiB.
+const RELAY_READS: usize = 16;
+
+impl EventLoop {
+    /// A dynamic request was read: run it here if it is a proxied request without a body
+    /// (true), else it goes to the dynamic pool (false). `drained`: the client socket had
+    /// no more input at the last read.
+    pub(super) fn start_proxy(&mut self, k: usize, drained: bool, svc: &Service) -> bool {
+        let c = &mut self.conns[k];
+        let Some(mut req) = c.session.take_dynamic() else {
+            return false;
+        };
+        // Prepared by `Session::process` while the head was parsed (`proxy_in_loop`).
+        let Some(ex) = req.exchange.take() else {
+            c.session.restore_dynamic(req);
+            return false;
+        };
+        c.read_stalled = !drained;
+        self.exchanges.set(k, ex, req);
+        self.proxy_next(k, svc);
+        true
+    }
+
+    /// Try the next server (or the same one fresh): a kept connection, else a new one.
+    fn proxy_next(&mut self, k: usize, svc: &Service) {
+        loop {
+            let now = self.w.now_ms;
+            let ex = self.exchanges.get_mut(k).expect("exchange");
+            let Some(addr) = ex.pick(now) else {
+                ex.error(None, self.w.date.get(), &mut self.batch);
+                return self.proxy_end(k, false, false, svc);
+            };
+            if ex.may_reuse() {
+                if let Some(key) = self.ups.take(addr, now) {
+                    self.ups.conns[key].client = Some(k);
+                    ex.conn = Some(key);
+                    ex.reused = true;
+                    ex.progress(now);
+                    return self.up_send(k, svc);
+                }
+            }
+            let made = connect(addr).and_then(|(fd, done)| {
+                let entry = self.ups.conns.vacant_entry();
+                let token = UPSTREAM | entry.key() as u64;
+                let flags = EventFlags::IN | EventFlags::OUT | EventFlags::RDHUP | EventFlags::ET;
+                epoll::add(&self.epoll, fd.as_fd(), EventData::new_u64(token), flags)?;
+                let key = entry.key();
+                entry.insert(UpConn {
+                    fd,
+                    addr,
+                    client: Some(k),
+                    connecting: !done,
+                    hup: false,
+                    idle_until: 0,
+                    idle_since: 0,
+                });
+                Ok((key, done))
+            });
+            match made {
+                Ok((key, done)) => {
+                    ex.conn = Some(key);
+                    if done {
+                        ex.progress(now);
+                        return self.up_send(k, svc);
+                    }
+                    ex.io_deadline = now + ex.connect_timeout_ms(now).max(1);
+                    return;
+                }
+                Err(_) => {
+                    ex.failed(false, true);
+                }
+            }
+        }
+    }
+
+    /// Readiness of upstream connection `key`.
+    pub(super) fn upstream_ready(&mut self, key: usize, flags: EventFlags, svc: &Service) {
+        let Some(u) = self.ups.conns.get_mut(key) else {
+            return;
+        };
+        let readable = EventFlags::IN | EventFlags::RDHUP | EventFlags::HUP | EventFlags::ERR;
+        let Some(k) = u.client else {
+            // Idle: the upstream closed it (or sent what nobody asked for). A stale event
+            // finds nothing to read and keeps it.
+            let mut probe = [0u8; 1];
+            if flags.intersects(readable) && recv(u.fd.as_fd(), &mut probe) != Err(Errno::AGAIN) {
+                self.ups.drop_conn(key);
+            }
+            return;
+        };
+        u.hup |= flags.intersects(EventFlags::RDHUP | EventFlags::HUP | EventFlags::ERR);
+        if u.connecting {
+            if !flags.intersects(EventFlags::OUT | EventFlags::ERR | EventFlags::HUP) {
+                return;
+            }
+            if !matches!(rustix::net::sockopt::get_socket_error(&u.fd), Ok(Ok(()))) {
+                return self.up_failed(k, false, true, svc);
+            }
+            u.connecting = false;
+            let now = self.w.now_ms;
+            if let Some(ex) = self.exchanges.get_mut(k) {
+                ex.progress(now);
+            }
+        }
+        let owned = |w: &EventLoop| w.exchanges.get(k).is_some_and(|ex| ex.conn == Some(key));
+        if !owned(self) {
+            return;
+        }
+        let ex = self.exchanges.get(k).expect("exchange");
+        if ex.sent < ex.req.len() {
+            self.up_send(k, svc);
+        } else if flags.intersects(readable) && !ex.paused {
+            self.up_read(k, svc);
+        }
+    }
+
+    /// Send (the rest of) the request head upstream.
+    fn up_send(&mut self, k: usize, svc: &Service) {
+        let ex = self.exchanges.get_mut(k).expect("exchange");
+        let Some(u) = ex.conn.and_then(|key| self.ups.conns.get(key)) else {
+            return;
+        };
+        while ex.sent < ex.req.len() {
+            match rustix::net::send(&u.fd, &ex.req[ex.sent..], SendFlags::NOSIGNAL) {
+                Ok(n) => ex.sent += n,
+                Err(Errno::INTR) => {}
+                Err(Errno::AGAIN) => return, // the next writable edge goes on
+                Err(_) => return self.up_failed(k, false, false, svc),
+            }
+        }
+        ex.progress(self.w.now_ms);
+    }
+
+    /// Read the upstream's answer and relay it until it ends, the upstream socket is
+    /// drained, or the client's socket is full.
+    fn up_read(&mut self, k: usize, svc: &Service) {
+        for turn in 0.. {
+            if turn == RELAY_READS {
+                return self.ups.more.push(k);
+            }
+            let ex = self.exchanges.get_mut(k).expect("exchange");
+            let Some(u) = ex.conn.and_then(|key| self.ups.conns.get(key)) else {
+                return;
+            };
+            let r = recv(u.fd.as_fd(), &mut self.buf);
+            let drained = !u.hup && matches!(r, Ok(n) if n < self.buf.len());
+            let date = self.w.date.get();
+            let fed = match r {
+                Ok(0) => ex.eof(&mut self.batch),
+                Ok(n) => {
+                    ex.progress(self.w.now_ms);
+                    ex.feed(&self.buf[..n], date, &mut self.batch)
+                }
+                Err(Errno::INTR) => continue,
+                Err(Errno::AGAIN) => return,
+                Err(_) if ex.unanswered() => Fed::Early,
+                Err(_) => Fed::Cut,
+            };
+            match fed {
+                Fed::More => {
+                    if !self.proxy_write(k) || drained {
+                        return; // paused, closed, or drained (edge-triggered contract)
+                    }
+                }
+                Fed::Done { reusable } => return self.proxy_end(k, true, reusable, svc),
+                Fed::Early => return self.up_failed(k, false, false, svc),
+                Fed::Bad => {
+                    if let Some(key) = ex.conn.take() {
+                        self.ups.drop_conn(key);
+                    }
+                    ex.give_up(502);
+                    return self.proxy_next(k, svc);
+                }
+                Fed::Cut => {
+                    ex.broken = true;
+                    return self.proxy_end(k, false, false, svc);
+                }
+            }
+        }
+    }
+
+    /// The attempt failed before any answer byte: drop the connection, try what is next.
+    fn up_failed(&mut self, k: usize, timeout: bool, connect: bool, svc: &Service) {
+        let Some(ex) = self.exchanges.get_mut(k) else {
+            return;
+        };
+        if let Some(key) = ex.conn.take() {
+            self.ups.drop_conn(key);
+        }
+        if ex.failed(timeout, connect) == Retry::Fresh {
+            tracing::debug!(worker = self.id, "reused upstream connection failed: fresh");
+        }
+        self.proxy_next(k, svc);
+    }
+
+    /// Write the client output the exchange produced. False when reading the upstream
+    /// must stop: the client's socket is full (paused) or the client is gone (closed).
+    fn proxy_write(&mut self, k: usize) -> bool {
+        if self.batch.is_empty() {
+            return true;
+        }
+        let c = &mut self.conns[k];
+        let ex = self.exchanges.get_mut(k).expect("exchange");
+        let res = if c.pending.is_empty() {
+            self.batch.write(c.fd.as_fd())
+        } else {
+            Ok((0, Flushed::Blocked))
+        };
+        match res {
+            Ok((_, Flushed::All)) => true,
+            Ok((n, Flushed::Blocked)) => {
+                self.batch.move_into(&mut c.pending);
+                if n > 0 || c.deadline_ms == 0 {
+                    c.deadline_ms = self.w.now_ms + c.session.send_timeout_ms;
+                }
+                ex.paused = true;
+                ex.io_deadline = u64::MAX;
+                false
+            }
+            Err(_) => {
+                self.batch.clear();
+                self.close(k);
+                false
+            }
+        }
+    }
+
+    /// The client's socket took its pending output: resume reading the upstream.
+    pub(super) fn proxy_drained(&mut self, k: usize, svc: &Service) {
+        let now = self.w.now_ms;
+        if let Some(ex) = self.exchanges.get_mut(k).filter(|ex| ex.paused) {
+            ex.paused = false;
+            ex.progress(now);
+            self.up_read(k, svc);
+        }
+    }
+
+    /// The exchange is over (`ok`: the server's health verdict): keep or drop the upstream
+    /// connection, log the request, write the rest, and resume the client connection.
+    fn proxy_end(&mut self, k: usize, ok: bool, reusable: bool, svc: &Service) {
+        let now = self.w.now_ms;
+        let c = &mut self.conns[k];
+        let Running {
+            mut ex,
+            request: req,
+        } = self.exchanges.take(k).expect("exchange");
+        ex.release(ok);
+        if let Some(key) = ex.conn.take() {
+            // An upstream that already hung up sends no further event: not kept.
+            match reusable && !self.ups.conns[key].hup {
+                true => self.ups.put(key, ex.keepalive(), now),
+                false => self.ups.drop_conn(key),
+            }
+        }
+        let keep = ex.keep_alive() && !ex.broken;
+        c.session.http.response_done(now);
+        // The head again only for the access log.
+        let parsed = match self.w.log {
+            Some(_) => parse_head(&req.head, &svc.limits).map_err(|_| ()),
+            None => Ok(None),
+        };
+        match parsed {
+            Ok(head) => c.session.finish_dynamic(
+                head.as_ref(),
+                &req,
+                ex.outcome(),
+                keep,
+                ex.started_us,
+                &mut self.w,
+            ),
+            Err(()) => c.session.close_after_write = true,
+        }
+        if !c.pending.is_empty() {
+            self.batch.move_into(&mut c.pending);
+        } else if !self.batch.is_empty() {
+            match self.batch.write(c.fd.as_fd()) {
+                Ok((_, Flushed::All)) => c.session.written(now),
+                Ok((_, Flushed::Blocked)) => {
+                    self.batch.move_into(&mut c.pending);
+                    c.deadline_ms = now + c.session.send_timeout_ms;
+                }
+                Err(_) => {
+                    self.batch.clear();
+                    return self.close(k);
+                }
+            }
+        }
+        self.ups.resume.push(k);
+    }
+
+    /// Go on with client connections whose exchange ended: close, or answer kept input
+    /// and read more (only if there may be more: the loop saw a readable edge).
+    pub(super) fn resume_proxied(&mut self, svc: &Service) {
+        for k in std::mem::take(&mut self.ups.more) {
+            let relaying = self.exchanges.get(k);
+            if relaying.is_some_and(|ex| !ex.paused && ex.sent == ex.req.len()) {
+                self.up_read(k, svc);
+            }
+        }
+        while let Some(k) = self.ups.resume.pop() {
+            let Some(c) = self.conns.get_mut(k).filter(|_| !self.exchanges.running(k)) else {
+                continue;
+            };
+            c.read_stalled |= !c.session.inbuf.is_empty();
+            if !c.pending.is_empty() || c.lingering {
+                continue; // the writable edge goes on (`ready`)
+            }
+            if c.session.close_after_write {
+                self.begin_close(k);
+            } else if c.read_stalled {
+                self.read(k, svc);
+            }
+        }
+    }
+
+    /// Events on a client connection while its exchange runs: write pending output (and
+    /// resume the upstream once it is gone); a hang-up ends the exchange; input waits.
+    pub(super) fn proxied_client_ready(&mut self, k: usize, flags: EventFlags, svc: &Service) {
+        if flags.intersects(EventFlags::ERR | EventFlags::HUP | EventFlags::RDHUP) {
+            return self.close(k);
+        }
+        let c = &mut self.conns[k];
+        c.read_stalled |= flags.contains(EventFlags::IN);
+        if flags.contains(EventFlags::OUT)
+            && !c.pending.is_empty()
+            && self.flush_pending(k)
+            && self.conns[k].pending.is_empty()
+        {
+            self.proxy_drained(k, svc);
+        }
+    }
+
+    /// A client connection closed during its exchange: its upstream connection is out of
+    /// sync and dropped; the server did nothing wrong.
+    pub(super) fn proxy_abandoned(&mut self, mut ex: Box<LoopExchange>) {
+        if let Some(key) = ex.conn.take() {
+            self.ups.drop_conn(key);
+        }
+        ex.release(true);
+    }
+
+    /// The sweep's part for the proxy: idle upstream connections past their time or beyond
+    /// `keepalive` and unused for a tick, and
+    /// exchanges whose upstream did not progress in time (504 before an answer, else the
+    /// answer is cut and the client connection closed).
+    pub(super) fn proxy_sweep(&mut self, svc: &Service) {
+        let now = self.w.now_ms;
+        self.ups.expire(now);
+        self.ups.trim(now, super::TICK_MS as u64);
+        let due: Vec<usize> = self
+            .exchanges
+            .0
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.as_ref().is_some_and(|r| now >= r.ex.io_deadline))
+            .map(|(k, _)| k)
+            .collect();
+        for k in due {
+            let ex = self.exchanges.get_mut(k).expect("exchange");
+            if ex.unanswered() {
+                let connecting = ex
+                    .conn
+                    .and_then(|key| self.ups.conns.get(key))
+                    .is_some_and(|u| u.connecting);
+                self.up_failed(k, true, connecting, svc);
+            } else {
+                tracing::warn!(target: "proxy", "upstream stalled in the body");
+                ex.broken = true;
+                self.proxy_end(k, false, false, svc);
+            }
+        }
+    }
+}

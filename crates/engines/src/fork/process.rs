@@ -1,0 +1,313 @@
+//! What the process engines (`fork`, `prefork`) need around fork(2), in one place: forking
+//! a child from the single-threaded master with its signals set up (drain on SIGTERM,
+//! PDEATHSIG so no child outlives the master), reaping without ever leaving a zombie, and
+//! the graceful stop (SIGTERM every child, wait for the drain, SIGKILL leftovers).
+//!
+//! How a child learns of a drain: it is a separate process, so the master's
+//! `Shared::draining` is not visible to it. After fork the child installs its own SIGTERM
+//! and SIGINT handler, which sets the draining flag and deadline of the child's own copy of
+//! `Shared`; the blocking `Runner` re-reads that flag at every wake-up (its polls are
+//! interrupted by the signal), so no hook in the worker is needed. The master sends SIGTERM
+//! to every child when it drains, and the kernel sends it (PDEATHSIG) if the master dies.
+//!
+//! fork, sigaction and the signal masks go through nix's typed wrappers (no casts of
+//! handlers to integers); only `_exit` is libc's, as nix has no wrapper for it.
+
+use super::super::scoreboard::{Scoreboard, State};
+use crate::shared::Shared;
+use nix::sys::signal::{
+    pthread_sigmask, sigaction, SaFlags, SigAction, SigHandler, SigSet, SigmaskHow,
+    Signal as NixSignal,
+};
+use nix::unistd::{fork, ForkResult};
+use rustix::fd::{BorrowedFd, OwnedFd};
+use rustix::process::{Pid, Signal, WaitOptions};
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
+
+/// After the drain deadline, children get this long to exit before SIGKILL.
+const KILL_GRACE_MS: u64 = 500;
+
+/// Threads of this process, from /proc/self/status.
+pub fn thread_count() -> Option<usize> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("Threads:"))?;
+    line["Threads:".len()..].trim().parse().ok()
+}
+
+/// Forking is only sound from a single-threaded process (a child would inherit locks held
+/// by threads that do not exist in it): refuse to start otherwise.
+pub fn check_single_threaded(engine: &str) -> std::io::Result<()> {
+    match thread_count() {
+        Some(1) | None => Ok(()),
+        Some(n) => Err(std::io::Error::other(format!(
+            "{engine}: the master must be single-threaded to fork, it has {n} threads"
+        ))),
+    }
+}
+
+/// The child's `Shared`, for its SIGTERM handler. Set once in each child (never in the
+/// master), before the handler is installed.
+static CHILD: OnceLock<Arc<Shared>> = OnceLock::new();
+
+/// Start the child's drain: what `Shared::start_drain` does, minus the wakers (a mutex,
+/// which a signal handler must not take; a child has no wakers). Only atomics and the
+/// monotonic clock: async-signal-safe.
+fn child_drain() {
+    if let Some(shared) = CHILD.get() {
+        shared.life.begin_drain();
+    }
+}
+
+extern "C" fn on_child_term(_sig: libc::c_int) {
+    child_drain();
+}
+
+fn set_handler(sig: NixSignal, handler: SigHandler) {
+    let action = SigAction::new(handler, SaFlags::SA_RESTART, SigSet::empty());
+    // SAFETY: the handler is SIG_IGN, SIG_DFL or `on_child_term`, which only touches
+    // atomics and the monotonic clock (async-signal-safe).
+    let _ = unsafe { sigaction(sig, &action) };
+}
+
+/// Block every signal, returning the previous mask: around fork, so that a signal meant
+/// for the new child waits until its handlers are installed.
+fn block_signals() -> SigSet {
+    let mut old = SigSet::empty();
+    let _ = pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&SigSet::all()), Some(&mut old));
+    old
+}
+
+fn set_mask(mask: &SigSet) {
+    let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(mask), None);
+}
+
+/// Fork a child that runs `body` and exits with its code (through `_exit`: the master's
+/// destructors and atexit hooks must not run twice). Returns the child's pid to the master;
+/// never returns in the child.
+pub fn spawn(shared: &Arc<Shared>, body: impl FnOnce() -> i32) -> std::io::Result<u32> {
+    debug_assert_eq!(thread_count(), Some(1), "fork from a multi-threaded master");
+    let master = rustix::process::getpid();
+    let old = block_signals();
+    // SAFETY: the master is single-threaded (checked when the engine starts, asserted above
+    // in debug builds), so the child is a complete copy of it: no lock in it is held by a
+    // thread that does not exist there, and it may allocate and do I/O.
+    match unsafe { fork() } {
+        Ok(ForkResult::Parent { child }) => {
+            set_mask(&old);
+            return Ok(child.as_raw() as u32);
+        }
+        Err(e) => {
+            set_mask(&old);
+            return Err(e.into());
+        }
+        Ok(ForkResult::Child) => {}
+    }
+    // The child. Signals stay blocked until its own handlers are in place.
+    gearshift_core::inherit::close_registered();
+    let _ = CHILD.set(shared.clone());
+    set_handler(NixSignal::SIGTERM, SigHandler::Handler(on_child_term));
+    set_handler(NixSignal::SIGINT, SigHandler::Handler(on_child_term));
+    // Reload and log reopening are the master's business (it tells children itself).
+    set_handler(NixSignal::SIGHUP, SigHandler::SigIgn);
+    set_handler(NixSignal::SIGUSR1, SigHandler::SigIgn);
+    set_handler(NixSignal::SIGCHLD, SigHandler::SigDfl);
+    let _ = rustix::process::set_parent_process_death_signal(Some(Signal::Term));
+    if rustix::process::getppid() != Some(master) {
+        // The master died before PDEATHSIG was armed: drain as if it had been sent.
+        child_drain();
+    }
+    set_mask(&old);
+    let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)).unwrap_or(70);
+    // SAFETY: _exit(2) ends this child at once, without unwinding into the master's frames
+    // or running its exit hooks (std::process::exit would flush a copy of the master's
+    // stdout buffer a second time); the child flushed what it owns (its log) in `body`.
+    unsafe { libc::_exit(code) }
+}
+
+/// How a child ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exit {
+    Code(u32),
+    Signal(u32),
+}
+
+/// SIGCHLD wakes the master through a pipe (registered with signal-hook, which also
+/// replaces an inherited SIG_IGN that would make the kernel reap children behind our
+/// back); the master reaps with waitpid(WNOHANG) on every turn, so a lost wake-up only
+/// delays a reap to the next turn.
+pub struct Reaper {
+    pipe: OwnedFd,
+    id: signal_hook::SigId,
+}
+
+impl Reaper {
+    pub fn install() -> std::io::Result<Reaper> {
+        use rustix::pipe::{pipe_with, PipeFlags};
+        let (r, w) = pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK)?;
+        let id = signal_hook::low_level::pipe::register(libc::SIGCHLD, w)?;
+        let mut chld = SigSet::empty();
+        chld.add(NixSignal::SIGCHLD);
+        chld.thread_unblock()?;
+        Ok(Reaper { pipe: r, id })
+    }
+
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        use rustix::fd::AsFd;
+        self.pipe.as_fd()
+    }
+
+    /// Empty the wake-up pipe.
+    pub fn clear(&self) {
+        let mut sink = [0u8; 64];
+        while matches!(rustix::io::read(&self.pipe, &mut sink), Ok(n) if n > 0) {}
+    }
+
+    /// One exited child, if any (never blocks).
+    pub fn reap(&self) -> Option<(u32, Exit)> {
+        loop {
+            match rustix::process::wait(WaitOptions::NOHANG) {
+                Ok(Some((pid, st))) => {
+                    let pid = pid.as_raw_nonzero().get() as u32;
+                    if let Some(sig) = st.terminating_signal() {
+                        return Some((pid, Exit::Signal(sig)));
+                    }
+                    if let Some(code) = st.exit_status() {
+                        return Some((pid, Exit::Code(code)));
+                    }
+                    // Stopped or continued: not an exit.
+                }
+                Err(rustix::io::Errno::INTR) => {}
+                Ok(None) | Err(_) => return None,
+            }
+        }
+    }
+}
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        signal_hook::low_level::unregister(self.id);
+    }
+}
+
+pub fn kill(pid: u32, sig: Signal) {
+    if let Some(p) = Pid::from_raw(pid as i32) {
+        let _ = rustix::process::kill_process(p, sig);
+    }
+}
+
+/// The master's record of its children: pid -> scoreboard slot, and the requests of
+/// children already gone (so the server-wide counter never goes back).
+pub struct Children {
+    pub board: Arc<Scoreboard>,
+    pub live: HashMap<u32, usize>,
+    retired_requests: u64,
+    published: u64,
+}
+
+impl Children {
+    pub fn new(board: Arc<Scoreboard>) -> Children {
+        Children {
+            board,
+            live: HashMap::new(),
+            retired_requests: 0,
+            published: 0,
+        }
+    }
+
+    /// Forget a reaped child and free its slot; returns the slot's last view.
+    pub fn forget(&mut self, pid: u32) -> Option<super::super::scoreboard::SlotView> {
+        let i = self.live.remove(&pid)?;
+        let slot = self.board.slot(i);
+        let view = slot.view();
+        self.retired_requests += view.requests;
+        slot.release();
+        Some(view)
+    }
+
+    /// Add the requests children answered since the last call to `shared.requests`.
+    pub fn publish(&mut self, shared: &Shared) {
+        let live: u64 = self
+            .live
+            .values()
+            .map(|&i| self.board.slot(i).view().requests)
+            .sum();
+        let total = self.retired_requests + live;
+        if total > self.published {
+            shared
+                .requests
+                .fetch_add(total - self.published, Ordering::Relaxed);
+            self.published = total;
+        }
+    }
+
+    /// Graceful stop: SIGTERM every child, reap them as they finish their connections,
+    /// SIGKILL whatever is left once the drain deadline (plus a grace) passes.
+    pub fn drain(&mut self, reaper: &Reaper, shared: &Shared) {
+        use rustix::event::{poll, PollFd, PollFlags};
+        for &pid in self.live.keys() {
+            kill(pid, Signal::Term);
+        }
+        let deadline = shared
+            .life
+            .drain_deadline_ms
+            .load(Ordering::SeqCst)
+            .saturating_add(KILL_GRACE_MS);
+        loop {
+            while let Some((pid, _)) = reaper.reap() {
+                self.forget(pid);
+            }
+            if self.live.is_empty() || shared.now_ms() >= deadline {
+                break;
+            }
+            let fd = reaper.fd();
+            let _ = poll(&mut [PollFd::new(&fd, PollFlags::IN)], 50);
+            reaper.clear();
+        }
+        if !self.live.is_empty() {
+            tracing::warn!(
+                "{} children still running after the drain timeout: killing them",
+                self.live.len()
+            );
+        }
+        for pid in self.live.keys().copied().collect::<Vec<_>>() {
+            kill(pid, Signal::Kill);
+            if let Some(p) = Pid::from_raw(pid as i32) {
+                let _ = rustix::process::waitpid(Some(p), WaitOptions::empty());
+            }
+            self.forget(pid);
+        }
+        self.publish(shared);
+    }
+}
+
+/// Engine statistics for `/status`, from the scoreboard.
+pub fn stats(board: &Scoreboard) -> serde_json::Value {
+    let c = board.counts();
+    let now = super::super::scoreboard::monotonic_ms();
+    let children: Vec<serde_json::Value> = board
+        .snapshot()
+        .into_iter()
+        .map(|(i, v)| {
+            serde_json::json!({
+                "slot": i,
+                "pid": v.pid,
+                "state": if v.quit && v.state != State::Busy { "dying" } else { v.state.name() },
+                "generation": v.generation,
+                "connections": v.connections,
+                "requests": v.requests,
+                "state_ms": now.saturating_sub(v.changed_ms),
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "processes": c.total,
+        "starting": c.starting,
+        "idle": c.idle,
+        "busy": c.busy,
+        "dying": c.dying,
+        "capacity": board.capacity(),
+        "children": children,
+    })
+}

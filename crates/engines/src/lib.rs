@@ -1,0 +1,136 @@
+//! gearshift's engines: the concurrency architectures it can run (papers 000, 002, 003,
+//! 004). Each is a sibling module behind the small `Engine` trait; all of them drive
+//! connections through `session::Session` and answer through the handlers' `Service`
+//! (dynamic requests through `exchange::run`), so they differ only in how connections are
+//! accepted, read and scheduled, and compare fairly.
+//!
+//! Engines call nothing above them: the runtime creates the `Shared` state, and gives an
+//! engine's master its periodic work (signals, the admin listener, sampling) through the
+//! `Host` trait.
+
+#![warn(unreachable_pub)]
+
+pub mod blocking;
+pub mod blocking_pool;
+pub mod config;
+pub mod event;
+pub mod exchange;
+pub mod fork;
+pub mod host;
+pub mod maintenance;
+pub mod pool;
+pub mod prefork;
+pub mod scoreboard;
+pub mod session;
+pub mod shared;
+pub mod staged;
+pub mod threads;
+pub mod worker;
+
+pub use config::EngineConfig;
+pub use host::{Host, Request};
+pub use shared::Shared;
+use std::net::TcpListener;
+use std::sync::Arc;
+
+/// Engine names accepted by `--engine`.
+pub const NAMES: &[&str] = &[
+    "event", "threads", "pool", "fork", "prefork", "worker", "staged",
+];
+
+/// A concurrency architecture. `run` is called on the master (main) thread after the
+/// listener is bound; it serves until `host` asks for shutdown, drains within the
+/// configured timeout, and returns. Reload and log-reopen requests arriving from `host`
+/// are handed back to `host.apply`, which swaps `shared.service`.
+pub trait Engine {
+    fn name(&self) -> &'static str;
+    /// Workers (threads or processes) it runs.
+    fn workers(&self) -> usize;
+    fn run(
+        self: Box<Self>,
+        listener: TcpListener,
+        shared: Arc<Shared>,
+        host: &dyn Host,
+    ) -> std::io::Result<()>;
+}
+
+/// Build the engine a configuration names.
+pub fn build(config: &EngineConfig) -> Result<Box<dyn Engine>, String> {
+    match config.engine.as_str() {
+        "event" => Ok(Box::new(event::EventEngine::new(
+            config.worker_count(),
+            config.dynamic.clone(),
+        ))),
+        // `workers`, when set, is the engine's worker count whatever the engine.
+        "threads" => Ok(Box::new(threads::ThreadsEngine::new(pick(
+            config.workers,
+            config.threads.max_threads,
+        )))),
+        "pool" => Ok(Box::new(pool::PoolEngine::new(
+            pick(config.workers, config.pool.threads),
+            config.pool.queue,
+        ))),
+        "fork" => Ok(Box::new(fork::ForkEngine::new(pick(
+            config.workers,
+            config.fork.max_children,
+        )))),
+        "prefork" => Ok(Box::new(prefork::PreforkEngine::new(
+            prefork::PreforkKnobs::from_config(config),
+        ))),
+        "worker" => {
+            let knobs = worker::knobs::WorkerKnobs::from_config(config);
+            knobs.check()?;
+            Ok(Box::new(worker::WorkerEngine::new(knobs)))
+        }
+        // `workers`, when set, is the process stage's thread count.
+        "staged" => {
+            let mut knobs = config.staged.clone();
+            knobs.process_threads = pick(config.workers, knobs.process_threads);
+            Ok(Box::new(staged::StagedEngine::new(&knobs)?))
+        }
+        other => Err(format!(
+            "engine: unknown engine '{other}' (known: {})",
+            NAMES.join(", ")
+        )),
+    }
+}
+
+fn pick(workers: usize, engine_default: usize) -> usize {
+    if workers > 0 {
+        workers
+    } else {
+        engine_default
+    }
+}
+
+/// The master's side of every engine: wait for signals (or admin requests), apply them,
+/// and return once a shutdown was requested or `finished()` says the workers are gone.
+pub fn master_loop(host: &dyn Host, shared: &Shared, mut finished: impl FnMut() -> bool) {
+    loop {
+        match host.wait(200) {
+            Some(Request::Shutdown) => {
+                host.apply(Request::Shutdown, shared);
+                return;
+            }
+            Some(Request::Admin) => host.serve_admin(shared),
+            Some(r) => host.apply(r, shared),
+            None => {}
+        }
+        host.sample(shared);
+        if finished() {
+            return;
+        }
+    }
+}
+
+/// Accept loop of engines with a dedicated acceptor: waits (poll, 200 ms ticks) for the
+/// listener to become readable and calls `on_ready`, until the server drains.
+pub fn accept_loop(listener: &TcpListener, shared: &Shared, mut on_ready: impl FnMut()) {
+    use rustix::event::{poll, PollFd, PollFlags};
+    while !shared.life.is_draining() {
+        let mut fds = [PollFd::new(listener, PollFlags::IN)];
+        if matches!(poll(&mut fds, 200), Ok(n) if n > 0) {
+            on_ready();
+        }
+    }
+}

@@ -1,0 +1,456 @@
+//! The `prefork` engine: Apache's mpm_prefork. A single-threaded master forks StartServers
+//! children; each child loops accept -> serve the connection with the blocking `Runner` ->
+//! repeat, on the listener they all share, and leaves after MaxConnectionsPerChild
+//! connections (0 = never). Once a second the master runs Apache's idle-server maintenance
+//! (`maintenance.rs`) on the scoreboard's idle and busy counts and forks or retires children;
+//! the pool never exceeds MaxRequestWorkers.
+//!
+//! - Children block in accept(2) (the kernel wakes one per connection: no thundering herd)
+//!   with SO_RCVTIMEO set on the listener, so an idle child looks at its scoreboard slot at
+//!   least every `ACCEPT_TICK`: that is how it learns it was retired (a per-slot quit flag),
+//!   that the configuration changed (a generation in the scoreboard header: reloaded
+//!   children leave between connections and the master replaces each with a child of the
+//!   new configuration, as Apache's graceful restart does) or that logs must be reopened.
+//! - A child killed by a signal is logged and replaced at once; other children's
+//!   connections are untouched.
+//! - The knobs the master acts on live in one `PreforkKnobs` value, re-read from
+//!   `Shared::knobs` whenever they change and used by every maintenance cycle.
+
+use super::blocking::{self, Runner};
+use super::fork::process::{self, Children, Exit, Reaper};
+use super::maintenance::{self, Action, Maintenance};
+use super::scoreboard::{Scoreboard, State};
+use crate::config::EngineConfig;
+use crate::{Host, Request, Shared};
+use gearshift_core::knobs::{KnobTable, Spec};
+use rustix::event::{poll, PollFd, PollFlags};
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Longest an idle child waits in accept before looking at its slot again.
+const ACCEPT_TICK: Duration = Duration::from_millis(200);
+/// Longest the master sleeps between turns.
+const MASTER_TICK_MS: u64 = 200;
+
+/// Apache prefork's knobs, as the master acts on them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PreforkKnobs {
+    pub start_servers: usize,
+    pub min_spare_servers: usize,
+    pub max_spare_servers: usize,
+    pub max_request_workers: usize,
+    /// 0 = unlimited.
+    pub max_connections_per_child: u64,
+}
+
+impl PreforkKnobs {
+    /// From the `[prefork]` section; `workers`, when set, is StartServers.
+    pub fn from_config(config: &EngineConfig) -> PreforkKnobs {
+        let p = &config.prefork;
+        let max = p.max_request_workers.max(1);
+        PreforkKnobs {
+            start_servers: super::pick(config.workers, p.start_servers).clamp(1, max),
+            min_spare_servers: p.min_spare_servers,
+            max_spare_servers: p.max_spare_servers,
+            max_request_workers: max,
+            max_connections_per_child: p.max_connections_per_child,
+        }
+    }
+
+    fn maintenance(&self) -> maintenance::SpareLimits {
+        maintenance::SpareLimits {
+            min_spare: self.min_spare_servers,
+            max_spare: self.max_spare_servers,
+            max_workers: self.max_request_workers,
+        }
+        .normalized()
+    }
+
+    /// Declare the live knobs (bounded by the scoreboard's capacity).
+    fn define(&self, knobs: &KnobTable, capacity: usize) {
+        let cap = capacity as u64;
+        let defs = [
+            (
+                "start_servers",
+                1,
+                cap,
+                "children forked at start (read at start only)",
+            ),
+            ("min_spare_servers", 1, cap, "fewest idle children"),
+            ("max_spare_servers", 1, cap, "most idle children"),
+            ("max_request_workers", 1, cap, "most children"),
+            (
+                "max_connections_per_child",
+                0,
+                u32::MAX as u64,
+                "connections a child serves before it is replaced (0 = no limit)",
+            ),
+        ];
+        for (name, min, max, help) in defs {
+            let value = self.get(name).unwrap_or(min);
+            knobs.define(
+                Spec {
+                    name,
+                    min,
+                    max,
+                    help,
+                },
+                value,
+            );
+        }
+    }
+
+    fn get(&self, name: &str) -> Option<u64> {
+        Some(match name {
+            "start_servers" => self.start_servers as u64,
+            "min_spare_servers" => self.min_spare_servers as u64,
+            "max_spare_servers" => self.max_spare_servers as u64,
+            "max_request_workers" => self.max_request_workers as u64,
+            "max_connections_per_child" => self.max_connections_per_child,
+            _ => return None,
+        })
+    }
+
+    fn reread(&mut self, knobs: &KnobTable) {
+        let get = |name: &str, old: usize| knobs.get(name).map_or(old, |v| v as usize);
+        self.start_servers = get("start_servers", self.start_servers);
+        self.min_spare_servers = get("min_spare_servers", self.min_spare_servers);
+        self.max_spare_servers = get("max_spare_servers", self.max_spare_servers);
+        self.max_request_workers = get("max_request_workers", self.max_request_workers);
+        self.max_connections_per_child = knobs
+            .get("max_connections_per_child")
+            .unwrap_or(self.max_connections_per_child);
+    }
+}
+
+pub struct PreforkEngine {
+    knobs: PreforkKnobs,
+}
+
+impl PreforkEngine {
+    pub fn new(knobs: PreforkKnobs) -> PreforkEngine {
+        PreforkEngine { knobs }
+    }
+}
+
+impl super::Engine for PreforkEngine {
+    fn name(&self) -> &'static str {
+        "prefork"
+    }
+
+    fn workers(&self) -> usize {
+        self.knobs.start_servers
+    }
+
+    fn run(
+        self: Box<Self>,
+        listener: TcpListener,
+        shared: Arc<Shared>,
+        host: &dyn Host,
+    ) -> std::io::Result<()> {
+        process::check_single_threaded("prefork")?;
+        // The scoreboard bounds MaxRequestWorkers (Apache's ServerLimit, default 256).
+        let capacity = self
+            .knobs
+            .max_request_workers
+            .max(gearshift_core::defaults::prefork::MAX_REQUEST_WORKERS);
+        let board = Arc::new(Scoreboard::new(capacity)?);
+        board
+            .header()
+            .set_max_connections_per_child(self.knobs.max_connections_per_child);
+        self.knobs.define(&shared.knobs, capacity);
+        let stats = board.clone();
+        shared.set_engine("prefork", Box::new(move || process::stats(&stats)));
+        // Blocking accept that gives up every tick (EAGAIN), in every child.
+        listener.set_nonblocking(false)?;
+        rustix::net::sockopt::set_socket_timeout(
+            &listener,
+            rustix::net::sockopt::Timeout::Recv,
+            Some(ACCEPT_TICK),
+        )?;
+        let reaper = Reaper::install()?;
+        let mut m = Master {
+            children: Children::new(board.clone()),
+            knobs: self.knobs,
+            knobs_generation: shared.knobs.generation(),
+            generation: board.header().generation(),
+            schedule: Maintenance::new(shared.now_ms()),
+            at_limit_reported: false,
+            listener: &listener,
+            shared: &shared,
+        };
+        for _ in 0..m.knobs.start_servers {
+            if !m.spawn() {
+                break;
+            }
+        }
+        while m.handle_requests(host) {
+            host.sample(&shared);
+            m.reread_knobs();
+            m.reap(&reaper);
+            m.children.publish(&shared);
+            m.maintain();
+            let wait = m
+                .schedule
+                .due_in(shared.now_ms())
+                .min(MASTER_TICK_MS)
+                .min(host.sample_due_in_ms()) as i32;
+            let (cfd, rfd, afd) = (host.fd(), reaper.fd(), host.admin_fd());
+            let mut fds = vec![
+                PollFd::new(&cfd, PollFlags::IN),
+                PollFd::new(&rfd, PollFlags::IN),
+            ];
+            if let Some(a) = &afd {
+                fds.push(PollFd::new(a, PollFlags::IN));
+            }
+            let _ = poll(&mut fds, wait.max(1));
+            reaper.clear();
+        }
+        m.children.drain(&reaper, &shared);
+        Ok(())
+    }
+}
+
+struct Master<'a> {
+    children: Children,
+    knobs: PreforkKnobs,
+    knobs_generation: u64,
+    /// Configuration generation new children are forked with.
+    generation: u32,
+    schedule: Maintenance,
+    at_limit_reported: bool,
+    listener: &'a TcpListener,
+    shared: &'a Arc<Shared>,
+}
+
+impl Master<'_> {
+    /// Apply pending requests; false once a shutdown was asked for.
+    fn handle_requests(&mut self, host: &dyn Host) -> bool {
+        let shared = self.shared;
+        let board = self.children.board.clone();
+        let header = board.header();
+        while let Some(r) = host.wait(0) {
+            match r {
+                Request::Shutdown => {
+                    host.apply(r, shared);
+                    return false;
+                }
+                Request::Admin => {
+                    // Fresh counters for /status.
+                    self.children.publish(shared);
+                    host.serve_admin(shared);
+                }
+                Request::Reload => {
+                    let before = shared.service.load_full();
+                    host.apply(r, shared);
+                    if !Arc::ptr_eq(&before, &shared.service.load_full()) {
+                        // Children hold the old configuration: each leaves after its
+                        // current connection and is replaced (see `reap`).
+                        self.generation = header.bump_generation();
+                    }
+                }
+                Request::ReopenLogs => {
+                    host.apply(r, shared);
+                    header.bump_log_generation();
+                }
+            }
+        }
+        true
+    }
+
+    fn reread_knobs(&mut self) {
+        let g = self.shared.knobs.generation();
+        if g != self.knobs_generation {
+            self.knobs_generation = g;
+            let before = self.knobs.start_servers;
+            self.knobs.reread(&self.shared.knobs);
+            // A raised StartServers acts as a restart would: the pool is brought up to it
+            // at once (maintenance then trims it by the spare rules as usual).
+            if self.knobs.start_servers > before {
+                while self.children.live.len() < self.knobs.start_servers && self.spawn() {}
+            }
+            self.children
+                .board
+                .header()
+                .set_max_connections_per_child(self.knobs.max_connections_per_child);
+            self.at_limit_reported = false;
+        }
+    }
+
+    /// Fork one child if below MaxRequestWorkers; false if it could not.
+    fn spawn(&mut self) -> bool {
+        let board = self.children.board.clone();
+        if self.children.live.len() >= self.knobs.max_request_workers.min(board.capacity()) {
+            return false;
+        }
+        let Some(i) = board.find_free(board.capacity()) else {
+            return false;
+        };
+        board.slot(i).claim(self.generation);
+        let (listener, shared, generation) = (self.listener, self.shared, self.generation);
+        match process::spawn(shared, || {
+            child_main(listener, shared, board.clone(), i, generation)
+        }) {
+            Ok(pid) => {
+                board.slot(i).set_pid(pid);
+                self.children.live.insert(pid, i);
+                true
+            }
+            Err(e) => {
+                tracing::error!("prefork: cannot fork a child: {e}");
+                board.slot(i).release();
+                false
+            }
+        }
+    }
+
+    /// Reap exited children and replace, one for one, every child that left without being
+    /// asked to (killed by a signal, reloaded, or done with MaxConnectionsPerChild), so
+    /// the pool keeps its size. Retired children (quit flag) are not replaced. Apache
+    /// leaves all of these to the next maintenance cycles, which at a spawn rate of 1
+    /// would leave a pool short for seconds after a reload or under MaxConnectionsPerChild.
+    fn reap(&mut self, reaper: &Reaper) {
+        while let Some((pid, exit)) = reaper.reap() {
+            let Some(view) = self.children.forget(pid) else {
+                continue;
+            };
+            let replace = match exit {
+                Exit::Signal(sig) => {
+                    tracing::warn!(
+                        "prefork: child {pid} killed by signal {sig}; starting a replacement"
+                    );
+                    true
+                }
+                Exit::Code(code) => {
+                    if code != 0 {
+                        tracing::warn!("prefork: child {pid} exited with status {code}");
+                    }
+                    !view.quit
+                }
+            };
+            if replace && !self.shared.life.is_draining() {
+                self.spawn();
+            }
+        }
+    }
+
+    /// Above a lowered MaxRequestWorkers with too few idle children to retire, ask busy
+    /// children (highest slots first) to leave after their current connection: under
+    /// load, children are rarely seen idle, and the pool would otherwise never shrink.
+    fn shed_busy(&mut self) {
+        let board = &self.children.board;
+        let counts = board.counts();
+        let active = counts.spare() + counts.busy - board.busy_leaving().min(counts.busy);
+        for _ in self.knobs.max_request_workers..active {
+            match board.pick_idle().or_else(|| board.pick_busy()) {
+                Some(i) => board.slot(i).ask_quit(),
+                None => break,
+            }
+        }
+    }
+
+    /// One maintenance cycle if due.
+    fn maintain(&mut self) {
+        let board = self.children.board.clone();
+        let counts = board.counts();
+        let load = maintenance::Load {
+            idle: counts.spare(),
+            busy: counts.busy - board.busy_leaving().min(counts.busy),
+            total: counts.total.max(self.children.live.len()),
+        };
+        let Some(action) = self
+            .schedule
+            .tick(self.shared.now_ms(), load, self.knobs.maintenance())
+        else {
+            return;
+        };
+        match action {
+            Action::Nothing => {}
+            Action::Spawn(n) => {
+                if n >= 8 {
+                    tracing::info!(
+                        "prefork: server seems busy: spawning {n} children, {} idle, {} total",
+                        load.idle,
+                        load.total
+                    );
+                }
+                for _ in 0..n {
+                    if !self.spawn() {
+                        break;
+                    }
+                }
+            }
+            Action::Retire(n) => {
+                for _ in 0..n {
+                    match self.children.board.pick_idle() {
+                        Some(i) => self.children.board.slot(i).ask_quit(),
+                        None => break,
+                    }
+                }
+            }
+            // Above a lowered limit: `shed_busy` below, not a limit worth reporting.
+            Action::AtLimit if load.idle + load.busy > self.knobs.max_request_workers => {}
+            Action::AtLimit => {
+                if !self.at_limit_reported {
+                    self.at_limit_reported = true;
+                    tracing::error!(
+                        "prefork: reached max_request_workers ({}); consider raising it",
+                        self.knobs.max_request_workers
+                    );
+                }
+            }
+        }
+        self.shed_busy();
+    }
+}
+
+/// A child's life: accept, serve, repeat, until retired, reloaded, drained or done.
+fn child_main(
+    listener: &TcpListener,
+    shared: &Shared,
+    board: Arc<Scoreboard>,
+    i: usize,
+    generation: u32,
+) -> i32 {
+    let (slot, header) = (board.slot(i), board.header());
+    slot.set_pid(rustix::process::getpid().as_raw_nonzero().get() as u32);
+    let mut log_generation = header.log_generation();
+    let mut w = Runner::new(shared);
+    let counter = board.clone();
+    w.report_requests(Box::new(move |n| counter.slot(i).add_requests(n)));
+    let mut served = 0u64;
+    slot.set_state(State::Idle);
+    loop {
+        if shared.life.is_draining() || slot.quit_requested() || header.generation() != generation {
+            break;
+        }
+        let max = header.max_connections_per_child();
+        if max > 0 && served >= max {
+            break;
+        }
+        if header.log_generation() != log_generation {
+            log_generation = header.log_generation();
+            w.flush_log();
+            if let Some(sink) = &shared.service.load().log {
+                if let Err(e) = sink.reopen() {
+                    tracing::error!("prefork: access log reopen failed: {e}");
+                }
+            }
+        }
+        let Some((fd, peer)) = blocking::accept(listener) else {
+            w.idle_tick(shared);
+            continue;
+        };
+        slot.set_state(State::Busy);
+        slot.add_connection();
+        w.serve(fd, peer, shared);
+        // Reports the connection's last requests to the slot.
+        w.idle_tick(shared);
+        served += 1;
+        slot.set_state(State::Idle);
+    }
+    slot.set_state(State::Dying);
+    w.flush_log();
+    0
+}

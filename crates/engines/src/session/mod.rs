@@ -1,0 +1,448 @@
+//! What one connection does with the bytes it receives, independent of how they were read:
+//! the sans-IO `Conn` yields request heads and body pieces, the `Service` answers heads into
+//! a `Batch`, and the access log records each exchange. Every engine (event loop, threads,
+//! processes, pipeline) drives connections through this same code, so they serve alike.
+//! `process` does both halves at once; the pipeline engine calls them apart, on different
+//! threads: `frame` (read side: find complete requests) then `answer_framed` (handler side;
+//! both in session/framed.rs).
+//! A request routed to a dynamic handler (CGI, the work endpoint) is not answered here:
+//! both stop with `Stop::Dynamic` right after its head, and the engine runs
+//! `exchange::run`, which streams the body and the response on the socket itself.
+
+use gearshift_core::accesslog::Record;
+use gearshift_core::output::Batch;
+use gearshift_core::respond::{self, Ctx};
+use gearshift_handlers::Service;
+use gearshift_http::parse::parse_head;
+use gearshift_http::{Conn, Event, Framing, Method, RequestHead, Version};
+use std::net::SocketAddr;
+
+/// Output queued beyond this stops request processing until the socket takes it
+/// (back-pressure against a client pipelining requests it never reads answers to).
+const MAX_QUEUED: u64 = 256 * 1024;
+
+mod framed;
+mod thread_ctx;
+pub use framed::{Framed, MAX_FRAMED};
+pub use thread_ctx::ThreadCtx;
+
+/// One connection's protocol state.
+pub struct Session {
+    pub http: Conn,
+    /// Send timeout of the service generation this connection started under.
+    pub send_timeout_ms: u64,
+    pub peer: SocketAddr,
+    /// Unparsed input kept between reads (a partial head, or requests held back by
+    /// back-pressure). Empty, with no allocation, for an idle connection.
+    pub inbuf: Vec<u8>,
+    /// The last queued response asks for the connection to close once written.
+    pub close_after_write: bool,
+    /// Head bytes of a request whose body is still arriving (boxed: rare, and every idle
+    /// connection carries the field).
+    deferred: Option<Box<[u8]>>,
+    /// A dynamic request reported with `Stop::Dynamic`, waiting for its exchange (boxed:
+    /// every idle connection carries this field).
+    dynamic: Option<Box<DynamicRequest>>,
+    /// When (`metrics::now_us`) the input holding the current head's first byte was read.
+    head_us: u64,
+    /// Answers queued but not yet written (boxed: idle connections stay small).
+    unwritten: Option<Box<Unwritten>>,
+    /// The engine runs proxied requests without a body itself (the event loop): `process`
+    /// prepares their exchange (`DynamicRequest::exchange`).
+    pub proxy_in_loop: bool,
+    /// The connection must start with a PROXY protocol header, not read yet.
+    proxy_header_due: bool,
+}
+
+/// What the start of a connection gave when a PROXY protocol header is due.
+enum ProxyHeader {
+    /// Read (its bytes to skip); the peer address is the client's if it was believed.
+    Read(usize),
+    NeedMore,
+    Invalid,
+}
+
+/// What a dynamic exchange needs from the session besides the socket and the input that
+/// followed the head (body bytes already read and maybe pipelined requests): the raw head
+/// (parsed again by the exchange, as the input buffer moves on) and when it was read. The
+/// body framing, keep-alive state and peer address come from the head and the session.
+pub struct DynamicRequest {
+    pub head: Vec<u8>,
+    seen: Seen,
+    /// Where the request came from (the peer, or the client behind a trusted proxy).
+    pub client: SocketAddr,
+    /// A proxied request without a body, prepared for the event loop to run while its
+    /// head was at hand (`Session::proxy_in_loop`), so the loop need not parse it again.
+    pub exchange: Option<Box<gearshift_handlers::proxy::LoopExchange>>,
+}
+
+/// Start times of answers queued but not yet written, and where to count them once they
+/// are (`Session::written`).
+struct Unwritten {
+    counters: &'static gearshift_core::metrics::Shard,
+    started_us: Vec<u64>,
+}
+
+/// Why `process` stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// All complete input was handled; more is needed.
+    NeedInput,
+    /// Enough output is queued; call again once it is written.
+    OutputFull,
+    /// The connection must close after the queued output.
+    Close,
+    /// A dynamic request's head was read (the input consumed up to its end): write the
+    /// queued output, then run `exchange::run` with the rest of the input.
+    Dynamic,
+}
+
+/// When a request's head began and its number on the connection (1 = first): what
+/// `answer` needs besides the head, captured when the request is read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Seen {
+    started_ms: u64,
+    started_us: u64,
+    seq: u64,
+}
+
+impl Session {
+    pub fn new(svc: &Service, peer: SocketAddr, now_ms: u64) -> Session {
+        Session {
+            http: Conn::new(svc.limits, svc.timeouts, now_ms),
+            send_timeout_ms: svc.timeouts.send_ms,
+            peer,
+            inbuf: Vec::new(),
+            close_after_write: false,
+            deferred: None,
+            dynamic: None,
+            head_us: 0,
+            unwritten: None,
+            proxy_in_loop: false,
+            proxy_header_due: svc.proxy_protocol,
+        }
+    }
+
+    /// Read the PROXY protocol header that starts the connection, if one is due: the
+    /// client's address replaces the balancer's when the balancer is trusted.
+    fn proxy_header(&mut self, input: &[u8], svc: &Service) -> ProxyHeader {
+        if !self.proxy_header_due {
+            return ProxyHeader::Read(0);
+        }
+        match gearshift_http::proxied::parse_header(input) {
+            gearshift_http::proxied::Header::NeedMore => ProxyHeader::NeedMore,
+            gearshift_http::proxied::Header::Invalid => ProxyHeader::Invalid,
+            gearshift_http::proxied::Header::Done { len, source } => {
+                self.proxy_header_due = false;
+                if let Some(src) = source.filter(|_| svc.trusts_proxy_header(self.peer)) {
+                    self.peer = src;
+                }
+                ProxyHeader::Read(len)
+            }
+        }
+    }
+
+    /// Handle the requests in `input`, appending answers to `out`. Returns the bytes consumed.
+    pub fn process(
+        &mut self,
+        input: &[u8],
+        svc: &Service,
+        w: &mut ThreadCtx,
+        out: &mut Batch,
+    ) -> (usize, Stop) {
+        let mut pos = match self.proxy_header(input, svc) {
+            ProxyHeader::Read(n) => n,
+            ProxyHeader::NeedMore => return (0, Stop::NeedInput),
+            ProxyHeader::Invalid => {
+                self.fail(400, w, out);
+                return (input.len(), Stop::Close);
+            }
+        };
+        let read_us = gearshift_core::metrics::now_us();
+        loop {
+            if self.close_after_write {
+                return (pos, Stop::Close);
+            }
+            if out.remaining() > MAX_QUEUED {
+                return (pos, Stop::OutputFull);
+            }
+            self.mark_head_start(input, pos, read_us);
+            let (n, ev) = self.http.poll(&input[pos..], w.now_ms);
+            pos += n;
+            match ev {
+                Event::NeedMore => return (pos, Stop::NeedInput),
+                Event::BodyData(_) => {}
+                Event::Head(head) if svc.is_dynamic(&head) => {
+                    let seen = self.current();
+                    self.dynamic = Some(Box::new(DynamicRequest {
+                        head: input[pos - n..pos].to_vec(),
+                        exchange: self.in_loop_exchange(&head, seen, svc, w),
+                        seen,
+                        client: svc.client(&head, self.peer),
+                    }));
+                    return (pos, Stop::Dynamic);
+                }
+                Event::Head(head) if head.framing != Framing::None => {
+                    // Answer once the body has arrived intact: a request whose body turns
+                    // out malformed gets only its 400. The head is kept as bytes (the input
+                    // buffer will be gone by then) and parsed again at the end.
+                    if head.expect_continue {
+                        out.push_bytes(gearshift_http::response::CONTINUE);
+                    }
+                    self.deferred = Some(input[pos - n..pos].into());
+                }
+                Event::Head(head) => self.answer(&head, self.current(), svc, w, out),
+                Event::BodyEnd => {
+                    let bytes = self.deferred.take().unwrap_or_default();
+                    if let Ok(Some(head)) = parse_head(&bytes, &svc.limits) {
+                        self.answer(&head, self.current(), svc, w, out);
+                    } else {
+                        // Unreachable unless a reload tightened the limits in between.
+                        self.fail(400, w, out);
+                        return (pos, Stop::Close);
+                    }
+                }
+                Event::Error(e) => {
+                    self.fail(e.status(), w, out);
+                    return (pos, Stop::Close);
+                }
+            }
+        }
+    }
+
+    /// The request `http` returned last: when its head began and its number.
+    fn current(&self) -> Seen {
+        Seen {
+            started_ms: self.http.head_started_ms(),
+            started_us: self.head_us,
+            seq: self.http.requests(),
+        }
+    }
+
+    /// A new head starts in `input[pos..]`: its first byte was read at `read_us` (for bytes
+    /// held back by back-pressure, when they are processed: a slight understatement).
+    fn mark_head_start(&mut self, input: &[u8], pos: usize, read_us: u64) {
+        if pos < input.len() && self.http.phase() == gearshift_http::Phase::Idle {
+            self.head_us = read_us;
+        }
+    }
+
+    /// Every answer queued so far has been written: count their response times. Engines
+    /// call this where they tell `http` the response is done.
+    pub fn written(&mut self, now_ms: u64) {
+        self.http.response_done(now_ms);
+        if let Some(u) = &mut self.unwritten {
+            if !u.started_us.is_empty() {
+                let now = gearshift_core::metrics::now_us();
+                for started in u.started_us.drain(..) {
+                    u.counters.completed(now.saturating_sub(started));
+                }
+            }
+        }
+    }
+
+    /// Count an answer (status, body bytes, handler time) and wait for it to be written.
+    fn count(&mut self, w: &ThreadCtx, started_us: u64, status: u16, bytes: u64, svc_us: u64) {
+        if let Some(c) = w.counters {
+            c.answered(status, bytes, svc_us);
+            self.unwritten
+                .get_or_insert_with(|| {
+                    Box::new(Unwritten {
+                        counters: c,
+                        started_us: Vec::new(),
+                    })
+                })
+                .started_us
+                .push(started_us);
+        }
+    }
+
+    /// Answer one complete request and log it.
+    fn answer(
+        &mut self,
+        head: &RequestHead,
+        seen: Seen,
+        svc: &Service,
+        w: &mut ThreadCtx,
+        out: &mut Batch,
+    ) {
+        let keep_alive = head.keep_alive && !w.draining && seen.seq < svc.keepalive_requests;
+        let ctx = Ctx {
+            now_ms: w.now_ms,
+            date: w.date.get(),
+            keep_alive,
+            version: head.version,
+            head_only: head.method == Method::Head,
+        };
+        let t0 = w.counters.map(|_| gearshift_core::metrics::now_us());
+        let outcome = svc.handle(head, &ctx, out);
+        if let Some(t0) = t0 {
+            let svc_us = gearshift_core::metrics::now_us().saturating_sub(t0);
+            self.count(
+                w,
+                seen.started_us,
+                outcome.status,
+                outcome.body_bytes,
+                svc_us,
+            );
+        }
+        self.log_answer(
+            Some(head),
+            seen,
+            outcome,
+            keep_alive,
+            svc.client(head, self.peer),
+            w,
+        );
+    }
+
+    /// The exchange the event loop runs for `head`, if it is proxied and has no body.
+    fn in_loop_exchange(
+        &self,
+        head: &RequestHead,
+        seen: Seen,
+        svc: &Service,
+        w: &ThreadCtx,
+    ) -> Option<Box<gearshift_handlers::proxy::LoopExchange>> {
+        let proxy = svc.proxy.as_ref().filter(|_| self.proxy_in_loop)?;
+        if svc.route(head) != gearshift_handlers::Route::Proxy {
+            return None;
+        }
+        let keep_alive = head.keep_alive && !w.draining && seen.seq < svc.keepalive_requests;
+        proxy
+            .evented(head, svc.client(head, self.peer), keep_alive, w.now_ms)
+            .map(Box::new)
+    }
+
+    /// The dynamic request reported by the last `Stop::Dynamic`.
+    pub fn take_dynamic(&mut self) -> Option<DynamicRequest> {
+        self.dynamic.take().map(|d| *d)
+    }
+
+    /// Put back a dynamic request taken to look at (an engine that runs some dynamic
+    /// requests itself leaves the others to `exchange::run`).
+    pub fn restore_dynamic(&mut self, req: DynamicRequest) {
+        self.dynamic = Some(Box::new(req));
+    }
+
+    /// Refuse the reported dynamic request with `status` (e.g. 503 when no thread can take
+    /// it) and close.
+    pub fn refuse_dynamic(&mut self, status: u16, w: &mut ThreadCtx, out: &mut Batch) {
+        self.dynamic = None;
+        self.fail(status, w, out);
+    }
+
+    /// Whether the connection may stay open after answering `req`.
+    pub fn keep_alive_for(
+        &self,
+        head: &RequestHead,
+        req: &DynamicRequest,
+        svc: &Service,
+        w: &ThreadCtx,
+    ) -> bool {
+        head.keep_alive && !w.draining && req.seen.seq < svc.keepalive_requests
+    }
+
+    /// Count and log a dynamic request answered (and completely written) by an exchange that
+    /// started at `exchange_us` (`metrics::now_us`); `keep_alive` false closes the connection.
+    /// `head` is only needed for the access log (the event loop parses it only then).
+    pub fn finish_dynamic(
+        &mut self,
+        head: Option<&RequestHead>,
+        req: &DynamicRequest,
+        outcome: respond::Outcome,
+        keep_alive: bool,
+        exchange_us: u64,
+        w: &mut ThreadCtx,
+    ) {
+        if let Some(c) = w.counters {
+            let now = gearshift_core::metrics::now_us();
+            c.answered(
+                outcome.status,
+                outcome.body_bytes,
+                now.saturating_sub(exchange_us),
+            );
+            c.completed(now.saturating_sub(req.seen.started_us));
+        }
+        self.log_answer(head, req.seen, outcome, keep_alive, req.client, w);
+    }
+
+    fn log_answer(
+        &mut self,
+        head: Option<&RequestHead>,
+        seen: Seen,
+        outcome: respond::Outcome,
+        keep_alive: bool,
+        client: SocketAddr,
+        w: &mut ThreadCtx,
+    ) {
+        w.requests += 1;
+        if let (Some(log), Some(head)) = (&mut w.log, head) {
+            log.log(&Record {
+                remote: client,
+                time_unix: w.date.second(),
+                method: head.method_raw,
+                target: head.target,
+                version: version_str(head.version),
+                status: outcome.status,
+                bytes: outcome.body_bytes,
+                referer: head.header("referer"),
+                user_agent: head.header("user-agent"),
+                // From the head's first byte to the answer being queued, at the worker
+                // clock's millisecond resolution.
+                duration_us: w.now_ms.saturating_sub(seen.started_ms) * 1000,
+            });
+        }
+        if !keep_alive {
+            self.close_after_write = true;
+        }
+    }
+
+    /// Answer a protocol error with `status` and close.
+    fn fail(&mut self, status: u16, w: &mut ThreadCtx, out: &mut Batch) {
+        let ctx = closing_ctx(w);
+        let outcome = respond::error(out, &ctx, status, &[]);
+        self.count(w, self.head_us, outcome.status, outcome.body_bytes, 0);
+        w.requests += 1;
+        if let Some(log) = &mut w.log {
+            log.log(&Record {
+                remote: self.peer,
+                time_unix: w.date.second(),
+                method: b"-",
+                target: b"-",
+                version: "-",
+                status: outcome.status,
+                bytes: outcome.body_bytes,
+                referer: None,
+                user_agent: None,
+                duration_us: 0,
+            });
+        }
+        self.close_after_write = true;
+    }
+
+    /// Answer a connection whose client was too slow sending a head (408), then close.
+    pub fn timeout_response(&mut self, w: &ThreadCtx, out: &mut Batch) {
+        let ctx = closing_ctx(w);
+        respond::error(out, &ctx, 408, &[]);
+        self.close_after_write = true;
+    }
+}
+
+/// The context of an error answer that closes the connection (no request to go by).
+fn closing_ctx(w: &ThreadCtx) -> Ctx<'_> {
+    Ctx {
+        now_ms: w.now_ms,
+        date: w.date.get(),
+        keep_alive: false,
+        version: Version::Http11,
+        head_only: false,
+    }
+}
+
+fn version_str(v: Version) -> &'static str {
+    match v {
+        Version::Http10 => "HTTP/1.0",
+        Version::Http11 => "HTTP/1.1",
+    }
+}

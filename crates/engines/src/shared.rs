@@ -1,0 +1,89 @@
+//! `Shared` is what workers of every engine read: the current `Service` (swapped whole on
+//! a reload), the clock and drain state, wakers to interrupt their waits, the live knob
+//! table, and the request counters (in memory shared with forked children). The runtime
+//! creates it and hands it to the engine; the engine reports its name and statistics back
+//! through `set_engine` for `/status`.
+
+use arc_swap::ArcSwap;
+use gearshift_core::knobs::KnobTable;
+use gearshift_core::lifecycle::Lifecycle;
+use gearshift_core::metrics::Counters;
+use gearshift_handlers::Service;
+use rustix::fd::{AsFd, OwnedFd};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+
+/// State every worker of every engine reads.
+pub struct Shared {
+    pub service: ArcSwap<Service>,
+    /// The clock and the drain state.
+    pub life: Lifecycle,
+    wakers: Mutex<Vec<Arc<OwnedFd>>>,
+    /// Live knobs of the running engine.
+    pub knobs: KnobTable,
+    /// Requests answered, published by workers (in batches, at their ticks).
+    pub requests: AtomicU64,
+    /// Request counters and histograms, in memory shared with forked children.
+    pub counters: &'static Counters,
+    engine: Mutex<(&'static str, Option<StatsFn>)>,
+}
+
+/// Engine statistics for `/status` (busy/idle workers, queues...), as JSON.
+pub type StatsFn = Box<dyn Fn() -> serde_json::Value + Send>;
+
+impl Shared {
+    /// `drain_timeout_ms`: how long a drain may take (`shutdown_timeout_ms`).
+    pub fn new(service: Service, drain_timeout_ms: u64) -> Shared {
+        Shared {
+            service: ArcSwap::from_pointee(service),
+            life: Lifecycle::new(drain_timeout_ms),
+            wakers: Mutex::new(Vec::new()),
+            knobs: KnobTable::default(),
+            requests: AtomicU64::new(0),
+            counters: Counters::new_shared(),
+            engine: Mutex::new(("", None)),
+        }
+    }
+
+    /// Called by an engine when it starts: its name and where its statistics come from.
+    pub fn set_engine(&self, name: &'static str, stats: StatsFn) {
+        *self.engine.lock().unwrap_or_else(|p| p.into_inner()) = (name, Some(stats));
+    }
+
+    /// The running engine's name ("" before it starts).
+    pub fn engine_name(&self) -> &'static str {
+        self.engine.lock().unwrap_or_else(|p| p.into_inner()).0
+    }
+
+    /// The running engine's statistics (what `/status` shows as `workers`).
+    pub fn engine_stats(&self) -> serde_json::Value {
+        let engine = self.engine.lock().unwrap_or_else(|p| p.into_inner());
+        engine.1.as_ref().map_or(serde_json::Value::Null, |f| f())
+    }
+
+    /// Monotonic milliseconds since the server started.
+    pub fn now_ms(&self) -> u64 {
+        self.life.now_ms()
+    }
+
+    /// Register an eventfd that `wake` will signal.
+    pub fn add_waker(&self, fd: Arc<OwnedFd>) {
+        self.wakers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(fd);
+    }
+
+    pub fn wake(&self) {
+        for fd in self.wakers.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            let _ = rustix::io::write(fd.as_fd(), &1u64.to_ne_bytes());
+        }
+    }
+
+    /// Begin a graceful stop: no new connections, responses close their connections,
+    /// leftovers closed after the configured drain time.
+    pub fn start_drain(&self) {
+        self.life.begin_drain();
+        self.wake();
+    }
+}

@@ -1,0 +1,92 @@
+//! Accept stage: threads that take new connections off the shared non-blocking listener
+//! (non-blocking sockets, TCP_NODELAY), give each its session and hand them to the receive
+//! stage. Room in the receive queue is reserved before accepting, so when receive falls
+//! behind, connections wait in the kernel's accept queue rather than being dropped. Only
+//! new connections pass here; keep-alive ones go from send straight back to receive.
+
+use super::stats::Stage;
+use super::{Conn, Pipeline};
+use crate::session::Session;
+use crate::shared::Shared;
+use rustix::event::{poll, PollFd, PollFlags};
+use rustix::fd::AsFd;
+use rustix::io::Errno;
+use rustix::net::{SocketAddrAny, SocketFlags};
+use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// Most connections accepted per wake-up.
+const ACCEPT_BATCH: usize = 64;
+/// Longest wait in poll before re-checking drain and retirement.
+const TICK_MS: i32 = 200;
+
+/// Accept until retired or drained. Returns whether the thread still counted as serving.
+pub(super) fn run(p: &Arc<Pipeline>, listener: &TcpListener, shared: &Shared) -> bool {
+    let st = p.stats.stage(Stage::Accept);
+    let receive = p.stats.stage(Stage::Receive);
+    let mut batch: Vec<Box<Conn>> = Vec::with_capacity(ACCEPT_BATCH);
+    let stop = || shared.life.is_draining();
+    loop {
+        if stop() {
+            return true;
+        }
+        if p.should_retire(Stage::Accept) {
+            return false;
+        }
+        let mut fds = [PollFd::new(listener, PollFlags::IN)];
+        if !matches!(poll(&mut fds, TICK_MS), Ok(n) if n > 0) {
+            continue;
+        }
+        let t0 = p.stats.now_ns();
+        st.enter();
+        let cap = receive.queue_cap.load(Ordering::Relaxed).max(1);
+        let (room, blocked) = p.accepted.reserve(ACCEPT_BATCH, cap, &stop);
+        st.add_blocked(blocked);
+        if room == 0 {
+            st.leave(0);
+            continue;
+        }
+        let svc = shared.service.load_full();
+        let now_ms = shared.now_ms();
+        let now_ns = p.stats.now_ns();
+        while batch.len() < room {
+            match rustix::net::acceptfrom_with(
+                listener.as_fd(),
+                SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
+            ) {
+                Ok((fd, addr)) => {
+                    let _ = rustix::net::sockopt::set_tcp_nodelay(&fd, true);
+                    let peer = match addr {
+                        Some(SocketAddrAny::V4(a)) => SocketAddr::V4(a),
+                        Some(SocketAddrAny::V6(a)) => SocketAddr::V6(a),
+                        _ => SocketAddr::from(([0, 0, 0, 0], 0)),
+                    };
+                    shared.counters.connection();
+                    batch.push(Conn::new(fd, Session::new(&svc, peer, now_ms), now_ns));
+                }
+                Err(Errno::INTR) | Err(Errno::CONNABORTED) => continue,
+                Err(Errno::AGAIN) => break,
+                Err(e) => {
+                    // EMFILE and friends: leave the rest queued in the kernel, back off.
+                    tracing::warn!("staged accept: {e}");
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                    break;
+                }
+            }
+        }
+        let n = batch.len();
+        p.accepted.release(room - n);
+        if n > 0 {
+            st.add_items(n as u64, 0);
+            p.stats.connections.fetch_add(n, Ordering::Relaxed);
+            receive.queued.fetch_add(n, Ordering::Relaxed);
+            // Every receive thread may be between retiring and its successor's start:
+            // wait for one rather than drop the connections.
+            while !p.receivers.deliver(&mut batch) {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
+        st.leave(p.stats.now_ns().saturating_sub(t0 + blocked));
+    }
+}

@@ -1,0 +1,209 @@
+//! CGI/1.1 meta-variables (RFC 3875 §4.1) built from the request, the script's location and
+//! the connection's addresses. Protocol-specific `HTTP_*` variables come from the request's
+//! header fields, with the exclusions that keep scripts safe: never `HTTP_PROXY` (the
+//! "httpoxy" hole: a `Proxy:` header would set a script's outgoing proxy), never the
+//! credentials of `Authorization`, nothing for names that are not plain tokens of letters,
+//! digits and '-' (so `X_Foo` cannot spoof `X-Foo`, as in Apache 2.4 and nginx).
+
+use crate::dispatch::Peers;
+use gearshift_http::{Framing, RequestHead, Version};
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStringExt;
+
+/// Where the script is and what of the path is left for it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ScriptPath {
+    /// `/` and the decoded path of the script below the root (SCRIPT_NAME).
+    pub script_name: Vec<u8>,
+    /// The decoded rest of the path after the script, `""` or starting with `/`.
+    pub path_info: Vec<u8>,
+    /// Absolute file name of the script.
+    pub filename: Vec<u8>,
+    /// Absolute document root.
+    pub root: Vec<u8>,
+}
+
+/// The full environment of a script (nothing is inherited from the server but PATH).
+pub(crate) fn build(
+    head: &RequestHead,
+    script: &ScriptPath,
+    peers: Peers,
+) -> Vec<(OsString, OsString)> {
+    let mut env: Vec<(&str, Vec<u8>)> = Vec::with_capacity(32 + head.headers.len());
+    let mut set = |k: &'static str, v: &[u8]| env.push((k, v.to_vec()));
+    set("GATEWAY_INTERFACE", b"CGI/1.1");
+    set(
+        "SERVER_SOFTWARE",
+        concat!("gearshift/", env!("CARGO_PKG_VERSION")).as_bytes(),
+    );
+    set(
+        "SERVER_PROTOCOL",
+        match head.version {
+            Version::Http10 => b"HTTP/1.0",
+            Version::Http11 => b"HTTP/1.1",
+        },
+    );
+    let host = head.host.filter(|h| !h.is_empty()).map(strip_port);
+    let local_ip = peers.local.ip().to_string();
+    set("SERVER_NAME", host.unwrap_or(local_ip.as_bytes()));
+    set("SERVER_ADDR", local_ip.as_bytes());
+    set("SERVER_PORT", peers.local.port().to_string().as_bytes());
+    set("REMOTE_ADDR", peers.remote.ip().to_string().as_bytes());
+    set("REMOTE_PORT", peers.remote.port().to_string().as_bytes());
+    set("REQUEST_METHOD", head.method_raw);
+    set("REQUEST_URI", head.target);
+    set("REQUEST_SCHEME", b"http");
+    set("QUERY_STRING", head.query.unwrap_or(b""));
+    set("SCRIPT_NAME", &script.script_name);
+    set("SCRIPT_FILENAME", &script.filename);
+    set("DOCUMENT_ROOT", &script.root);
+    if !script.path_info.is_empty() {
+        set("PATH_INFO", &script.path_info);
+        let mut translated = script.root.clone();
+        translated.extend_from_slice(&script.path_info);
+        set("PATH_TRANSLATED", &translated);
+    }
+    if let Framing::Length(n) = head.framing {
+        set("CONTENT_LENGTH", n.to_string().as_bytes());
+    }
+    if let Some(ct) = head.header("content-type") {
+        set("CONTENT_TYPE", ct);
+    }
+    if let Some(auth) = head.header("authorization") {
+        let scheme = auth.split(|&b| b == b' ').next().unwrap_or(b"");
+        set("AUTH_TYPE", scheme);
+    }
+    set("PATH", gearshift_core::defaults::cgi::PATH.as_bytes());
+    let mut out: Vec<(OsString, OsString)> = env
+        .into_iter()
+        .map(|(k, v)| (k.into(), OsString::from_vec(v)))
+        .collect();
+    // HTTP_*: repeated fields are joined with ", " (RFC 3875 §4.1.18).
+    let mut http: Vec<(String, Vec<u8>)> = Vec::new();
+    for h in &head.headers {
+        let Some(name) = http_name(h.name) else {
+            continue;
+        };
+        match http.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, v)) => {
+                v.extend_from_slice(b", ");
+                v.extend_from_slice(h.value);
+            }
+            None => http.push((name, h.value.to_vec())),
+        }
+    }
+    out.extend(
+        http.into_iter()
+            .map(|(k, v)| (k.into(), OsString::from_vec(v))),
+    );
+    out
+}
+
+/// `HTTP_` + the field name upper-cased with '-' as '_', or None for fields a script must
+/// not see as HTTP_* variables.
+fn http_name(name: &[u8]) -> Option<String> {
+    if name.is_empty() || !name.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'-') {
+        return None;
+    }
+    let lower = name.to_ascii_lowercase();
+    // Content-Type/-Length are CONTENT_*; Authorization holds credentials; Proxy is httpoxy.
+    if matches!(
+        &lower[..],
+        b"content-type" | b"content-length" | b"authorization" | b"proxy"
+    ) {
+        return None;
+    }
+    let mut s = String::from("HTTP_");
+    s.extend(name.iter().map(|&b| {
+        if b == b'-' {
+            '_'
+        } else {
+            b.to_ascii_uppercase() as char
+        }
+    }));
+    Some(s)
+}
+
+/// `host[:port]` or `[v6]:port` without the port.
+fn strip_port(host: &[u8]) -> &[u8] {
+    if host.starts_with(b"[") {
+        return match host.iter().position(|&b| b == b']') {
+            Some(i) => &host[..=i],
+            None => host,
+        };
+    }
+    match host.iter().rposition(|&b| b == b':') {
+        Some(i) => &host[..i],
+        None => host,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gearshift_http::parse::parse_head;
+
+    fn get(env: &[(OsString, OsString)], k: &str) -> Option<String> {
+        env.iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.to_string_lossy().into_owned())
+    }
+
+    #[test]
+    fn meta_variables_from_a_request() {
+        let raw = b"POST /cgi-bin/s.cgi/a%20b?x=1 HTTP/1.1\r\nHost: example.org:8080\r\nContent-Type: text/plain\r\nContent-Length: 3\r\nProxy: http://evil\r\nX_Forwarded-For: spoof\r\nAccept: a\r\naccept: b\r\nAuthorization: Basic Zm9v\r\n\r\n";
+        let head = parse_head(raw, &Default::default()).unwrap().unwrap();
+        let script = ScriptPath {
+            script_name: b"/cgi-bin/s.cgi".to_vec(),
+            path_info: b"/a b".to_vec(),
+            filename: b"/srv/cgi-bin/s.cgi".to_vec(),
+            root: b"/srv".to_vec(),
+        };
+        let peers = Peers {
+            remote: "10.0.0.2:5555".parse().unwrap(),
+            local: "10.0.0.1:8080".parse().unwrap(),
+        };
+        let env = build(&head, &script, peers);
+        let want = [
+            ("REQUEST_METHOD", "POST"),
+            ("QUERY_STRING", "x=1"),
+            ("PATH_INFO", "/a b"),
+            ("PATH_TRANSLATED", "/srv/a b"),
+            ("SCRIPT_NAME", "/cgi-bin/s.cgi"),
+            ("SCRIPT_FILENAME", "/srv/cgi-bin/s.cgi"),
+            ("CONTENT_LENGTH", "3"),
+            ("CONTENT_TYPE", "text/plain"),
+            ("REMOTE_ADDR", "10.0.0.2"),
+            ("REMOTE_PORT", "5555"),
+            ("SERVER_NAME", "example.org"),
+            ("SERVER_PORT", "8080"),
+            ("SERVER_PROTOCOL", "HTTP/1.1"),
+            ("GATEWAY_INTERFACE", "CGI/1.1"),
+            ("REQUEST_URI", "/cgi-bin/s.cgi/a%20b?x=1"),
+            ("HTTP_HOST", "example.org:8080"),
+            ("HTTP_ACCEPT", "a, b"),
+            ("AUTH_TYPE", "Basic"),
+        ];
+        for (k, v) in want {
+            assert_eq!(get(&env, k).as_deref(), Some(v), "{k}");
+        }
+        for k in [
+            "HTTP_PROXY",
+            "HTTP_AUTHORIZATION",
+            "HTTP_X_FORWARDED_FOR",
+            "HTTP_CONTENT_TYPE",
+        ] {
+            assert_eq!(get(&env, k), None, "{k}");
+        }
+        assert!(get(&env, "SERVER_SOFTWARE")
+            .unwrap()
+            .starts_with("gearshift/"));
+    }
+
+    #[test]
+    fn ports_are_stripped_from_hosts() {
+        assert_eq!(strip_port(b"a.b:80"), b"a.b");
+        assert_eq!(strip_port(b"a.b"), b"a.b");
+        assert_eq!(strip_port(b"[::1]:80"), b"[::1]");
+    }
+}

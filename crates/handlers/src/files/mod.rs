@@ -1,0 +1,438 @@
+//! Static file serving: safe path mapping, the object cache with cheap revalidation, index
+//! files and listings, precompressed variants, preconditions, ranges. Answers are written
+//! into a `Batch`; the common 200 is a prefix plus two shared `Bytes` (prebuilt headers and
+//! the cached body) or a sendfile region, so it costs no copy of the file.
+
+pub mod cache;
+pub mod config;
+pub mod entry;
+pub mod fs;
+pub mod listing;
+pub mod mime;
+pub mod path;
+
+use crate::files::cache::Cache;
+use config::{CacheConfig, StaticConfig};
+use entry::{Entry, HeaderOptions};
+use fs::{Kind, Meta, OpenError, Root};
+use gearshift_core::output::{Batch, Piece};
+use gearshift_core::respond::{self, Ctx, Outcome};
+use gearshift_http::conditional::{self, Preconditions, Validators};
+use gearshift_http::encoding::{self, Coding};
+use gearshift_http::range::{self, ByteRange, Ranges};
+use gearshift_http::response::{header, header_u64};
+use gearshift_http::{Method, RequestHead};
+use path::{MappedPath, PathError, PathPolicy};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// The static-file handler of one configuration generation.
+pub struct StaticFiles {
+    root: Root,
+    cfg: StaticConfig,
+    cache: Option<Cache>,
+    cache_cfg: CacheConfig,
+    policy: PathPolicy,
+}
+
+enum Found {
+    Entry(Arc<Entry>),
+    Redirect,
+    /// A directory to list: its URL path and entries (rendered per request: the query
+    /// picks the order).
+    Listing(String, Vec<listing::DirEntry>),
+    Error(u16),
+}
+
+impl StaticFiles {
+    pub fn new(
+        root: &std::path::Path,
+        cfg: &StaticConfig,
+        cache_cfg: &CacheConfig,
+    ) -> std::io::Result<StaticFiles> {
+        Ok(StaticFiles {
+            root: Root::open(root, cfg.symlinks_outside_root)?,
+            cfg: cfg.clone(),
+            cache: cache_cfg
+                .enabled
+                .then(|| Cache::new(cache_cfg.max_bytes, cache_cfg.max_entries)),
+            cache_cfg: cache_cfg.clone(),
+            policy: PathPolicy {
+                allow_hidden: cfg.hidden,
+            },
+        })
+    }
+
+    /// The document root (CGI finds its scripts beneath it the same safe way).
+    pub fn root(&self) -> &Root {
+        &self.root
+    }
+
+    pub fn cache(&self) -> Option<&Cache> {
+        self.cache.as_ref()
+    }
+
+    pub fn serve(&self, req: &RequestHead, ctx: &Ctx, out: &mut Batch) -> Outcome {
+        if !matches!(req.method, Method::Get | Method::Head) {
+            return respond::error(out, ctx, 405, &[("Allow", b"GET, HEAD")]);
+        }
+        let mapped = match path::map_path(req.path, &self.policy) {
+            Ok(m) => m,
+            Err(PathError::BadRequest(_)) => return respond::error(out, ctx, 400, &[]),
+            Err(PathError::NotFound) => return respond::error(out, ctx, 404, &[]),
+        };
+        let accept = if self.cfg.precompressed {
+            req.header("accept-encoding")
+        } else {
+            None
+        };
+        let entry = match self.find(&mapped, accept, ctx.now_ms) {
+            Found::Entry(e) => e,
+            Found::Error(status) => return respond::error(out, ctx, status, &[]),
+            Found::Listing(url, mut entries) => {
+                let page =
+                    listing::render(&url, &mut entries, listing::Sort::from_query(req.query));
+                return respond::html(out, ctx, 200, &[], page.as_bytes());
+            }
+            Found::Redirect => {
+                let mut loc = req.path.to_vec();
+                loc.push(b'/');
+                if let Some(q) = req.query {
+                    loc.push(b'?');
+                    loc.extend_from_slice(q);
+                }
+                return respond::redirect(out, ctx, &loc);
+            }
+        };
+        let v = Validators {
+            etag: &entry.etag,
+            last_modified: entry.meta.mtime_secs(),
+        };
+        let pre = Preconditions {
+            if_match: req.header("if-match"),
+            if_none_match: req.header("if-none-match"),
+            if_modified_since: req.header("if-modified-since"),
+            if_unmodified_since: req.header("if-unmodified-since"),
+        };
+        match conditional::evaluate(true, &pre, &v) {
+            conditional::Outcome::Proceed => {}
+            conditional::Outcome::NotModified => {
+                respond::prefix(out, ctx, 304);
+                out.push(Piece::Mem(entry.not_modified_headers.clone()));
+                return Outcome {
+                    status: 304,
+                    body_bytes: 0,
+                };
+            }
+            conditional::Outcome::PreconditionFailed => return respond::error(out, ctx, 412, &[]),
+        }
+        let size = entry.meta.size;
+        if let Some(value) = req.header("range") {
+            let honour = req
+                .header("if-range")
+                .is_none_or(|ir| conditional::if_range_matches(ir, &v));
+            if honour {
+                match range::parse_range(value, size, self.cfg.max_ranges) {
+                    Ranges::Full => {}
+                    Ranges::Unsatisfiable => {
+                        let cr = format!("bytes */{size}");
+                        return respond::error(out, ctx, 416, &[("Content-Range", cr.as_bytes())]);
+                    }
+                    Ranges::Partial(rs) => return partial(&entry, &rs, ctx, out),
+                }
+            }
+        }
+        respond::prefix(out, ctx, 200);
+        out.push(Piece::Mem(entry.ok_headers.clone()));
+        if ctx.head_only {
+            return Outcome {
+                status: 200,
+                body_bytes: 0,
+            };
+        }
+        push_body(
+            out,
+            &entry,
+            ByteRange {
+                start: 0,
+                end: size.saturating_sub(1),
+            },
+            size,
+        );
+        Outcome {
+            status: 200,
+            body_bytes: size,
+        }
+    }
+
+    /// The entry for a request path, choosing a precompressed variant when accepted.
+    fn find(&self, mapped: &MappedPath, accept: Option<&[u8]>, now: u64) -> Found {
+        let mut key = mapped.rel.clone();
+        if mapped.trailing_slash {
+            key.push(b'/');
+        }
+        let ident = match self.cached(&key, now) {
+            Some(e) => e,
+            None => match self.load(mapped, now) {
+                Found::Entry(e) => {
+                    self.remember(key.clone(), &e);
+                    e
+                }
+                other => return other,
+            },
+        };
+        if !(ident.has_br || ident.has_gz) || accept.is_none() {
+            return Found::Entry(ident);
+        }
+        let coding = encoding::negotiate(accept, ident.has_br, ident.has_gz);
+        if coding == Coding::Identity {
+            return Found::Entry(ident);
+        }
+        key.push(0);
+        key.extend_from_slice(coding.suffix().as_bytes());
+        if let Some(e) = self.cached(&key, now) {
+            return Found::Entry(e);
+        }
+        let mut rel = ident.fs_rel.clone();
+        rel.extend_from_slice(coding.suffix().as_bytes());
+        match self.root.open_file(&rel) {
+            Ok((file, meta)) if meta.kind == Kind::File => {
+                let opts = self.header_options(true);
+                match Entry::build(
+                    rel,
+                    file,
+                    meta,
+                    coding,
+                    ident.content_type.clone(),
+                    &opts,
+                    self.max_inline(),
+                    now,
+                ) {
+                    Ok(e) => {
+                        let e = Arc::new(e);
+                        self.remember(key, &e);
+                        Found::Entry(e)
+                    }
+                    Err(_) => Found::Entry(ident),
+                }
+            }
+            _ => Found::Entry(ident),
+        }
+    }
+
+    /// A cached entry, revalidated with one stat when older than `revalidate_ms`.
+    fn cached(&self, key: &[u8], now: u64) -> Option<Arc<Entry>> {
+        let cache = self.cache.as_ref()?;
+        let e = cache.get(key)?;
+        if now.saturating_sub(e.validated_ms.load(Ordering::Relaxed))
+            >= self.cache_cfg.revalidate_ms
+        {
+            let fresh = self.root.stat(&e.fs_rel).is_some_and(|m| e.same_file(&m))
+                && (e.coding != Coding::Identity
+                    || self.siblings(&e.fs_rel) == (e.has_br, e.has_gz));
+            if !fresh {
+                cache.remove(key);
+                return None;
+            }
+            e.validated_ms.store(now, Ordering::Relaxed);
+        }
+        e.touch(now);
+        Some(e)
+    }
+
+    fn remember(&self, key: Vec<u8>, e: &Arc<Entry>) {
+        if let Some(cache) = &self.cache {
+            cache.insert(key, e.clone());
+        }
+    }
+
+    fn max_inline(&self) -> u64 {
+        if self.cache.is_some() {
+            self.cache_cfg.max_file_size
+        } else {
+            0
+        }
+    }
+
+    fn header_options(&self, vary: bool) -> HeaderOptions<'_> {
+        HeaderOptions {
+            cache_control: &self.cfg.cache_control,
+            vary,
+        }
+    }
+
+    /// Which precompressed siblings of `rel` exist as regular files.
+    fn siblings(&self, rel: &[u8]) -> (bool, bool) {
+        if !self.cfg.precompressed {
+            return (false, false);
+        }
+        let is_file = |suffix: &str| {
+            let mut p = rel.to_vec();
+            p.extend_from_slice(suffix.as_bytes());
+            self.root.stat(&p).is_some_and(|m| m.kind == Kind::File)
+        };
+        (is_file(".br"), is_file(".gz"))
+    }
+
+    /// Open the path (or its index file) and build its identity entry.
+    fn load(&self, mapped: &MappedPath, now: u64) -> Found {
+        let (file, meta) = match self.root.open_file(&mapped.rel) {
+            Ok(x) => x,
+            Err(e) => return Found::Error(e.status()),
+        };
+        if meta.kind == Kind::File {
+            // `/file.txt/` names a directory that does not exist (as for nginx and Apache).
+            if mapped.trailing_slash {
+                return Found::Error(404);
+            }
+            return self.build(mapped.rel.clone(), file, meta, now);
+        }
+        if !mapped.trailing_slash {
+            return Found::Redirect;
+        }
+        for index in &self.cfg.index {
+            let mut rel = mapped.rel.clone();
+            if !rel.is_empty() {
+                rel.push(b'/');
+            }
+            rel.extend_from_slice(index.as_bytes());
+            match self.root.open_file(&rel) {
+                Ok((f, m)) if m.kind == Kind::File => return self.build(rel, f, m, now),
+                Ok(_) | Err(OpenError::NotFound) => continue,
+                Err(e) => return Found::Error(e.status()),
+            }
+        }
+        if self.cfg.listing {
+            return match self.listing(mapped, file) {
+                Some((url, entries)) => Found::Listing(url, entries),
+                None => Found::Error(500),
+            };
+        }
+        Found::Error(403)
+    }
+
+    fn build(&self, rel: Vec<u8>, file: std::fs::File, meta: Meta, now: u64) -> Found {
+        let name = rel.rsplit(|&b| b == b'/').next().unwrap_or(&rel);
+        let ct = mime::content_type(name);
+        let (has_br, has_gz) = self.siblings(&rel);
+        let opts = self.header_options(has_br || has_gz);
+        match Entry::build(
+            rel,
+            file,
+            meta,
+            Coding::Identity,
+            ct,
+            &opts,
+            self.max_inline(),
+            now,
+        ) {
+            Ok(mut e) => {
+                e.has_br = has_br;
+                e.has_gz = has_gz;
+                Found::Entry(Arc::new(e))
+            }
+            Err(_) => Found::Error(500),
+        }
+    }
+
+    fn listing(
+        &self,
+        mapped: &MappedPath,
+        dir: std::fs::File,
+    ) -> Option<(String, Vec<listing::DirEntry>)> {
+        use rustix::fs::{statat, AtFlags, Dir, FileType};
+        use std::os::unix::ffi::OsStrExt;
+        let fd = rustix::fd::OwnedFd::from(dir);
+        let mut entries = Vec::new();
+        for item in Dir::read_from(&fd).ok()? {
+            let item = item.ok()?;
+            let name = item.file_name().to_bytes();
+            if name == b"." || name == b".." || (!self.cfg.hidden && name.starts_with(b".")) {
+                continue;
+            }
+            let Ok(st) = statat(
+                &fd,
+                std::ffi::OsStr::from_bytes(name),
+                AtFlags::SYMLINK_NOFOLLOW,
+            ) else {
+                continue;
+            };
+            entries.push(listing::DirEntry {
+                name: name.to_vec(),
+                is_dir: FileType::from_raw_mode(st.st_mode) == FileType::Directory,
+                size: st.st_size as u64,
+                mtime: (st.st_mtime as i64).max(0) as u64,
+            });
+        }
+        let url = format!("/{}", path::encode_path(&mapped.rel));
+        let url = if url.ends_with('/') { url } else { url + "/" };
+        Some((url, entries))
+    }
+}
+
+/// 206 for one range, or multipart/byteranges for several.
+fn partial(entry: &Arc<Entry>, rs: &[ByteRange], ctx: &Ctx, out: &mut Batch) -> Outcome {
+    let size = entry.meta.size;
+    respond::prefix(out, ctx, 206);
+    let start = out.scratch.len();
+    if let [r] = rs {
+        header(
+            &mut out.scratch,
+            "Content-Type",
+            entry.content_type.as_bytes(),
+        );
+        out.scratch.extend_from_slice(&entry.rep_headers);
+        header(
+            &mut out.scratch,
+            "Content-Range",
+            range::content_range(*r, size).as_bytes(),
+        );
+        header_u64(&mut out.scratch, "Content-Length", r.len());
+        out.scratch.extend_from_slice(b"\r\n");
+        out.extend_scratch_from(start);
+        if !ctx.head_only {
+            push_body(out, entry, *r, size);
+        }
+        return Outcome {
+            status: 206,
+            body_bytes: if ctx.head_only { 0 } else { r.len() },
+        };
+    }
+    let tag = &entry.etag[1..entry.etag.len() - 1];
+    let boundary = format!(
+        "gearshift-{}",
+        String::from_utf8_lossy(tag).replace(['.', '-'], "")
+    );
+    let mp = range::multipart(rs, size, &entry.content_type, &boundary);
+    header(&mut out.scratch, "Content-Type", mp.content_type.as_bytes());
+    out.scratch.extend_from_slice(&entry.rep_headers);
+    header_u64(&mut out.scratch, "Content-Length", mp.body_len);
+    out.scratch.extend_from_slice(b"\r\n");
+    out.extend_scratch_from(start);
+    if !ctx.head_only {
+        for (r, head) in rs.iter().zip(&mp.part_heads) {
+            out.push_bytes(head);
+            push_body(out, entry, *r, size);
+        }
+        out.push_bytes(&mp.trailer);
+    }
+    Outcome {
+        status: 206,
+        body_bytes: if ctx.head_only { 0 } else { mp.body_len },
+    }
+}
+
+fn push_body(out: &mut Batch, entry: &Entry, r: ByteRange, size: u64) {
+    if size == 0 {
+        return;
+    }
+    if let Some(body) = &entry.body {
+        out.push(Piece::Mem(body.slice(r.start as usize..=r.end as usize)));
+    } else if let Some(file) = &entry.file {
+        out.push(Piece::File {
+            file: file.clone(),
+            offset: r.start,
+            len: r.len(),
+        });
+    }
+}

@@ -1,0 +1,181 @@
+use super::*;
+use crate::proxy::config::{ProxyConfig, RouteConfig, ServerEntry, UpstreamConfig};
+use gearshift_http::parse::parse_head;
+use gearshift_http::Limits;
+
+const DATE: &[u8; DATE_LEN] = b"Mon, 23 Nov 2026 14:00:00 GMT";
+
+fn proxy(servers: &[&str]) -> Proxy {
+    let cfg = ProxyConfig {
+        routes: vec![RouteConfig {
+            host: String::new(),
+            prefix: "/".into(),
+            upstream: "u".into(),
+        }],
+        upstreams: vec![UpstreamConfig {
+            name: "u".into(),
+            servers: servers
+                .iter()
+                .map(|s| ServerEntry::Addr(s.to_string()))
+                .collect(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    Proxy::new(&cfg, None).unwrap()
+}
+
+fn exchange(p: &Proxy, raw: &[u8]) -> LoopExchange {
+    let head = parse_head(raw, &Limits::default()).unwrap().unwrap();
+    let mut ex = p
+        .evented(&head, "10.0.0.1:1".parse().unwrap(), head.keep_alive, 0)
+        .expect("evented");
+    assert!(ex.pick(0).is_some());
+    ex
+}
+
+fn text(b: &Batch) -> String {
+    String::from_utf8_lossy(&b.scratch).into_owned()
+}
+
+const GET: &[u8] = b"GET /x HTTP/1.1\r\nHost: t\r\n\r\n";
+
+#[test]
+fn requests_with_a_body_are_left_to_the_blocking_path() {
+    let p = proxy(&["127.0.0.1:9"]);
+    let raw = b"POST /x HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\n";
+    let head = parse_head(raw, &Limits::default()).unwrap().unwrap();
+    assert!(p
+        .evented(&head, "10.0.0.1:1".parse().unwrap(), true, 0)
+        .is_none());
+    let ex = exchange(&p, GET);
+    let req = String::from_utf8(ex.req.clone()).unwrap();
+    assert!(req.starts_with("GET /x HTTP/1.1\r\nHost: t\r\n"), "{req}");
+    assert!(req.contains("X-Forwarded-For: 10.0.0.1\r\n"), "{req}");
+}
+
+#[test]
+fn a_sized_answer_split_anywhere_is_relayed_and_the_connection_kept() {
+    let p = proxy(&["127.0.0.1:9"]);
+    let answer = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: keep-alive\r\nX-A: 1\r\n\r\nhello";
+    for split in 1..answer.len() {
+        let mut ex = exchange(&p, GET);
+        let mut out = Batch::default();
+        assert_eq!(ex.feed(&answer[..split], DATE, &mut out), Fed::More);
+        let fed = ex.feed(&answer[split..], DATE, &mut out);
+        assert_eq!(fed, Fed::Done { reusable: true }, "split at {split}");
+        let t = text(&out);
+        assert!(t.starts_with("HTTP/1.1 200 OK\r\n"), "{t}");
+        assert!(
+            t.contains("X-A: 1\r\n") && t.contains("Content-Length: 5\r\n"),
+            "{t}"
+        );
+        assert!(
+            !t.contains("Connection: keep-alive"),
+            "hop-by-hop passed on: {t}"
+        );
+        assert!(t.ends_with("\r\n\r\nhello"), "{t}");
+        assert_eq!(ex.outcome().body_bytes, 5);
+    }
+}
+
+#[test]
+fn bytes_after_the_answer_make_the_connection_unusable() {
+    let p = proxy(&["127.0.0.1:9"]);
+    let mut ex = exchange(&p, GET);
+    let mut out = Batch::default();
+    let fed = ex.feed(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokJUNK",
+        DATE,
+        &mut out,
+    );
+    assert_eq!(fed, Fed::Done { reusable: false });
+    assert!(text(&out).ends_with("\r\n\r\nok"));
+}
+
+#[test]
+fn chunked_and_close_delimited_answers_reach_the_client_chunked() {
+    let p = proxy(&["127.0.0.1:9"]);
+    let mut ex = exchange(&p, GET);
+    let mut out = Batch::default();
+    let up = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n";
+    assert_eq!(ex.feed(up, DATE, &mut out), Fed::Done { reusable: true });
+    assert!(text(&out).ends_with("Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"));
+    let mut ex = exchange(&p, GET);
+    let mut out = Batch::default();
+    let up = b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil";
+    assert_eq!(ex.feed(up, DATE, &mut out), Fed::More);
+    assert_eq!(ex.eof(&mut out), Fed::Done { reusable: false });
+    assert!(
+        text(&out).ends_with("\r\n\r\n5\r\nuntil\r\n0\r\n\r\n"),
+        "{}",
+        text(&out)
+    );
+    assert!(ex.keep_alive(), "an HTTP/1.1 client keeps its connection");
+    // An HTTP/1.0 client gets it close-delimited and the connection closes.
+    let mut ex = exchange(&p, b"GET /x HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+    let mut out = Batch::default();
+    assert_eq!(ex.feed(up, DATE, &mut out), Fed::More);
+    assert_eq!(ex.eof(&mut out), Fed::Done { reusable: false });
+    assert!(text(&out).ends_with("\r\n\r\nuntil"));
+    assert!(!ex.keep_alive());
+}
+
+#[test]
+fn head_requests_and_broken_answers() {
+    let p = proxy(&["127.0.0.1:9"]);
+    let mut ex = exchange(&p, b"HEAD /x HTTP/1.1\r\nHost: t\r\n\r\n");
+    let mut out = Batch::default();
+    let fed = ex.feed(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n",
+        DATE,
+        &mut out,
+    );
+    assert_eq!(fed, Fed::Done { reusable: true });
+    assert!(text(&out).ends_with("Content-Length: 9\r\n\r\n"));
+    let mut ex = exchange(&p, GET);
+    let fed = ex.feed(b"NOT HTTP\r\n\r\n", DATE, &mut Batch::default());
+    assert_eq!(fed, Fed::Bad);
+    let mut ex = exchange(&p, GET);
+    let mut out = Batch::default();
+    assert_eq!(ex.eof(&mut out), Fed::Early, "nothing answered yet");
+    let fed = ex.feed(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nabc",
+        DATE,
+        &mut out,
+    );
+    assert_eq!(fed, Fed::More);
+    assert!(!ex.unanswered());
+    assert_eq!(ex.eof(&mut out), Fed::Cut);
+}
+
+#[test]
+fn retry_rules_follow_the_blocking_proxy() {
+    let p = proxy(&["127.0.0.1:9", "127.0.0.1:10"]);
+    // A reused connection failing before any answer: once more, fresh, on the same server.
+    let mut ex = exchange(&p, GET);
+    let first = ex.up.addrs[ex.server];
+    ex.reused = true;
+    assert_eq!(ex.failed(false, false), Retry::Fresh);
+    assert_eq!(ex.pick(0), Some(first));
+    assert!(!ex.may_reuse());
+    // The fresh one fails too: the other server.
+    assert_eq!(ex.failed(false, false), Retry::Next);
+    let second = ex.pick(0).expect("the other server");
+    assert_ne!(second, first);
+    // It times out: nothing left, 504.
+    assert_eq!(ex.failed(true, false), Retry::Next);
+    assert_eq!(ex.pick(0), None);
+    let mut out = Batch::default();
+    ex.error(None, DATE, &mut out);
+    assert!(text(&out).starts_with("HTTP/1.1 504 "), "{}", text(&out));
+    // A non-idempotent request is not sent again after it may have reached a server,
+    // but a connect failure (nothing sent) moves it on.
+    let p = proxy(&["127.0.0.1:11", "127.0.0.1:12"]);
+    let mut ex = exchange(&p, b"POST /x HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(ex.failed(false, true), Retry::Next);
+    assert!(ex.pick(0).is_some(), "connect failure: another server");
+    ex.reused = true;
+    assert_eq!(ex.failed(false, false), Retry::Next);
+    assert_eq!(ex.pick(0), None, "a POST is not replayed");
+}

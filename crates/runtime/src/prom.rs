@@ -1,0 +1,403 @@
+//! `GET /metrics` on the admin listener: the counters, the last interval's sensors, the live
+//! knobs and the controller's state in the Prometheus/OpenMetrics text format, written by
+//! the prometheus-client crate. Everything is read at scrape time from what the server
+//! already keeps (a `Collector`), so serving metrics adds no work to requests.
+//!
+//! Names follow Prometheus's naming guide: base units (seconds, bytes), `_total` counters,
+//! `_ratio` for shares of 0..1, no quantile or interval in a metric name (the interval's p95
+//! is a `quantile` label), no per-interval count beside the counter it duplicates (use
+//! `rate()` of the counter), `gearshift_build_info`, and the standard `process_*` metrics
+//! (for the server's whole process tree: forked children included).
+
+use gearshift_control::Measurement;
+use gearshift_core::metrics::{bucket_bound_us, Snapshot, BUCKETS};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+use std::collections::BTreeMap;
+
+/// What one scrape shows.
+#[derive(Debug, Default)]
+pub(crate) struct Scrape {
+    pub counters: Snapshot,
+    pub measurement: Option<Measurement>,
+    pub knobs: BTreeMap<String, u64>,
+    pub controller: Option<String>,
+    pub frozen: bool,
+    pub process: Process,
+    /// Established client connections on the listening port (kernel's view).
+    pub connections_established: u64,
+    /// System-wide TcpExt ListenOverflows (a counter since boot).
+    pub listen_overflows: u64,
+}
+
+/// The standard `process_*` figures, read at scrape time.
+#[derive(Debug, Default)]
+pub(crate) struct Process {
+    pub cpu_seconds: f64,
+    pub resident_bytes: u64,
+    pub open_fds: u64,
+    pub max_fds: u64,
+    pub start_time_seconds: f64,
+}
+
+impl Process {
+    pub(crate) fn read() -> Process {
+        use gearshift_core::metrics::procfs;
+        let usage = procfs::usage();
+        let (open_fds, max_fds) = procfs::descriptors();
+        Process {
+            cpu_seconds: usage.ticks as f64 / procfs::clk_tck() as f64,
+            resident_bytes: usage.rss_bytes,
+            open_fds,
+            max_fds,
+            start_time_seconds: procfs::start_time_seconds(),
+        }
+    }
+}
+
+const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
+
+type Res = Result<(), std::fmt::Error>;
+
+fn counter(e: &mut DescriptorEncoder, name: &str, help: &str, v: u64) -> Res {
+    e.encode_descriptor(name, help, None, MetricType::Counter)?
+        .encode_counter::<NoLabelSet, _, u64>(&v, None)
+}
+
+fn gauge(e: &mut DescriptorEncoder, name: &str, help: &str, v: f64) -> Res {
+    e.encode_descriptor(name, help, None, MetricType::Gauge)?
+        .encode_gauge(&v)
+}
+
+fn histogram(
+    e: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    sum_us: u64,
+    b: &[u64; BUCKETS],
+) -> Res {
+    let buckets: Vec<(f64, u64)> = (0..BUCKETS)
+        .map(|i| (bucket_bound_us(i) / 1e6, b[i]))
+        .collect();
+    e.encode_descriptor(name, help, None, MetricType::Histogram)?
+        .encode_histogram::<NoLabelSet>(sum_us as f64 / 1e6, b.iter().sum(), &buckets, None)
+}
+
+impl Collector for Scrape {
+    fn encode(&self, mut e: DescriptorEncoder) -> Res {
+        let c = &self.counters;
+        counter(
+            &mut e,
+            "gearshift_connections",
+            "connections accepted",
+            c.connections,
+        )?;
+        counter(
+            &mut e,
+            "gearshift_requests",
+            "requests answered by the handler (arrivals)",
+            c.arrivals,
+        )?;
+        counter(
+            &mut e,
+            "gearshift_responses_completed",
+            "responses whose last byte was written",
+            c.completions,
+        )?;
+        counter(
+            &mut e,
+            "gearshift_response_body_bytes",
+            "body bytes of the answers",
+            c.bytes,
+        )?;
+        {
+            let mut m = e.encode_descriptor(
+                "gearshift_responses",
+                "answers by status class",
+                None,
+                MetricType::Counter,
+            )?;
+            for (class, n) in CLASSES.iter().zip(c.status) {
+                m.encode_family(&[("class", *class)])?
+                    .encode_counter::<NoLabelSet, _, u64>(&n, None)?;
+            }
+        }
+        histogram(
+            &mut e,
+            "gearshift_response_time_seconds",
+            "first request byte read to last response byte written",
+            c.rt_sum_us,
+            &c.rt,
+        )?;
+        histogram(
+            &mut e,
+            "gearshift_service_time_seconds",
+            "time in the handler per request",
+            c.svc_sum_us,
+            &c.svc,
+        )?;
+        if let Some(m) = &self.measurement {
+            let g = [
+                (
+                    "interval_seconds",
+                    "length of the last sampling interval",
+                    m.interval_s,
+                ),
+                (
+                    "response_time_mean_seconds",
+                    "mean response time over the last interval",
+                    m.mean_rt_s,
+                ),
+                (
+                    "service_time_mean_seconds",
+                    "mean handler time over the last interval",
+                    m.service_time_s,
+                ),
+                (
+                    "accept_queue_length",
+                    "connections waiting in the accept queue (TCP_INFO tcpi_unacked)",
+                    m.accept_queue_len,
+                ),
+                (
+                    "accept_queue_wait_seconds",
+                    "accept-queue wait by Little's law: queue length / accept rate",
+                    m.accept_queue_wait_s,
+                ),
+                (
+                    "busy_workers",
+                    "workers serving a connection at the sample",
+                    m.busy_workers,
+                ),
+                (
+                    "idle_workers",
+                    "workers waiting for one at the sample",
+                    m.idle_workers,
+                ),
+                (
+                    "cpu_ratio",
+                    "CPU of the server's processes over the last interval, share of the machine",
+                    m.cpu_util,
+                ),
+                (
+                    "memory_available_bytes",
+                    "system MemAvailable",
+                    m.mem_free_bytes as f64,
+                ),
+            ];
+            for (name, help, v) in g {
+                gauge(&mut e, &format!("gearshift_sensor_{name}"), help, v)?;
+            }
+            e.encode_descriptor(
+                "gearshift_sensor_response_time_seconds",
+                "response time quantiles over the last interval",
+                None,
+                MetricType::Gauge,
+            )?
+            .encode_family(&[("quantile", "0.95")])?
+            .encode_gauge(&m.p95_rt_s)?;
+            if !m.stages.is_empty() {
+                let per = [
+                    (
+                        "gearshift_stage_queue_length",
+                        "tasks waiting in a stage's queue",
+                    ),
+                    (
+                        "gearshift_stage_queue_wait_seconds",
+                        "mean wait in a stage's queue",
+                    ),
+                    (
+                        "gearshift_stage_busy_ratio",
+                        "busy share of a stage's threads",
+                    ),
+                    ("gearshift_stage_threads", "threads of a stage"),
+                ];
+                for (k, (name, help)) in per.iter().enumerate() {
+                    let mut f = e.encode_descriptor(name, help, None, MetricType::Gauge)?;
+                    for s in &m.stages {
+                        let v = [s.queue_len, s.wait_s, s.utilisation, s.threads as f64][k];
+                        f.encode_family(&[("stage", s.name.as_str())])?
+                            .encode_gauge(&v)?;
+                    }
+                }
+            }
+        }
+        {
+            let mut f = e.encode_descriptor(
+                "gearshift_knob",
+                "current value of each live knob",
+                None,
+                MetricType::Gauge,
+            )?;
+            for (k, v) in &self.knobs {
+                f.encode_family(&[("knob", k.as_str())])?.encode_gauge(v)?;
+            }
+        }
+        gauge(
+            &mut e,
+            "gearshift_connections_established",
+            "client connections established on the listening port, accepted or not",
+            self.connections_established as f64,
+        )?;
+        counter(
+            &mut e,
+            "gearshift_listen_overflows",
+            "connections dropped on a full accept queue, system-wide (TcpExt ListenOverflows)",
+            self.listen_overflows,
+        )?;
+        e.encode_descriptor(
+            "gearshift_build_info",
+            "1, labelled with the version of the running binary",
+            None,
+            MetricType::Gauge,
+        )?
+        .encode_family(&[("version", env!("CARGO_PKG_VERSION"))])?
+        .encode_gauge(&1u64)?;
+        let p = &self.process;
+        e.encode_descriptor(
+            "process_cpu_seconds",
+            "user and system CPU time of the server's processes",
+            None,
+            MetricType::Counter,
+        )?
+        .encode_counter::<NoLabelSet, _, u64>(&p.cpu_seconds, None)?;
+        gauge(
+            &mut e,
+            "process_resident_memory_bytes",
+            "resident memory of the server's processes",
+            p.resident_bytes as f64,
+        )?;
+        gauge(
+            &mut e,
+            "process_open_fds",
+            "open descriptors of the master",
+            p.open_fds as f64,
+        )?;
+        gauge(
+            &mut e,
+            "process_max_fds",
+            "descriptor limit of the master",
+            p.max_fds as f64,
+        )?;
+        gauge(
+            &mut e,
+            "process_start_time_seconds",
+            "start time of the master since the Unix epoch",
+            p.start_time_seconds,
+        )?;
+        if let Some(name) = &self.controller {
+            let mut f = e.encode_descriptor(
+                "gearshift_controller_frozen",
+                "1 while the controller is frozen",
+                None,
+                MetricType::Gauge,
+            )?;
+            f.encode_family(&[("controller", name.as_str())])?
+                .encode_gauge(&(self.frozen as u64))?;
+        }
+        Ok(())
+    }
+}
+
+/// The text of one scrape.
+pub(crate) fn render(scrape: Scrape) -> String {
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(scrape));
+    let mut out = String::new();
+    // Writing into a String cannot fail.
+    let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `name{labels} value` lines by their name and labels.
+    fn parse(text: &str) -> BTreeMap<String, f64> {
+        text.lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+            .map(|l| {
+                let (k, v) = l.rsplit_once(' ').unwrap();
+                (k.to_string(), v.parse::<f64>().unwrap())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn scrape_text_has_counters_histogram_sensors_and_knobs() {
+        let c = gearshift_core::metrics::Counters::new_shared();
+        c.connection();
+        c.shard().answered(200, 500, 30);
+        c.shard().answered(404, 20, 10);
+        c.shard().completed(100);
+        c.shard().completed(3_000);
+        let m = Measurement {
+            interval_s: 1.0,
+            completions: 2,
+            accept_queue_len: 3.0,
+            stages: vec![gearshift_control::StageMeasurement {
+                name: "process".into(),
+                threads: 4,
+                utilisation: 0.5,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let text = render(Scrape {
+            counters: c.snapshot(),
+            measurement: Some(m),
+            knobs: [("threads".to_string(), 7)].into(),
+            controller: Some("apache".into()),
+            frozen: true,
+            process: Process::read(),
+            connections_established: 3,
+            listen_overflows: 0,
+        });
+        assert!(text.ends_with("# EOF\n"), "{text}");
+        let v = parse(&text);
+        assert_eq!(v["gearshift_connections_total"], 1.0, "{text}");
+        assert_eq!(v["gearshift_requests_total"], 2.0);
+        assert_eq!(v["gearshift_responses_total{class=\"2xx\"}"], 1.0);
+        assert_eq!(v["gearshift_responses_total{class=\"4xx\"}"], 1.0);
+        assert_eq!(v["gearshift_response_body_bytes_total"], 520.0);
+        assert_eq!(v["gearshift_response_time_seconds_count"], 2.0);
+        assert!((v["gearshift_response_time_seconds_sum"] - 0.0031).abs() < 1e-9);
+        assert_eq!(
+            v["gearshift_response_time_seconds_bucket{le=\"+Inf\"}"],
+            2.0
+        );
+        // Cumulative: one answer at or below 128 us, both at or below 4.096 ms.
+        assert_eq!(
+            v["gearshift_response_time_seconds_bucket{le=\"0.000128\"}"],
+            1.0
+        );
+        assert_eq!(
+            v["gearshift_response_time_seconds_bucket{le=\"0.004096\"}"],
+            2.0
+        );
+        assert_eq!(v["gearshift_sensor_accept_queue_length"], 3.0);
+        assert!(
+            !v.contains_key("gearshift_sensor_throughput"),
+            "derivable from a counter"
+        );
+        assert!(!v
+            .keys()
+            .any(|k| k.contains("p95") || k.contains("utilisation")));
+        assert_eq!(v["gearshift_stage_busy_ratio{stage=\"process\"}"], 0.5);
+        assert!(v.contains_key("gearshift_sensor_response_time_seconds{quantile=\"0.95\"}"));
+        assert_eq!(
+            v[&format!(
+                "gearshift_build_info{{version=\"{}\"}}",
+                env!("CARGO_PKG_VERSION")
+            )],
+            1.0
+        );
+        assert!(v.contains_key("process_cpu_seconds_total"));
+        assert!(v.contains_key("process_start_time_seconds"));
+        assert!(v.contains_key("gearshift_connections_established"));
+        assert_eq!(v["gearshift_knob{knob=\"threads\"}"], 7.0);
+        assert_eq!(v["gearshift_controller_frozen{controller=\"apache\"}"], 1.0);
+    }
+}

@@ -1,0 +1,72 @@
+//! What the admin listener shows of a running server: `/status` (engine, knobs, workers,
+//! the control loop) and `/metrics`, from the engine's `Shared` and the runtime's own
+//! `State` (the online-control status and the running configuration's listen address).
+
+use crate::live::LiveStatus;
+use gearshift_engines::Shared;
+use std::sync::atomic::Ordering;
+use std::sync::Mutex;
+
+/// What the runtime keeps besides the engine's `Shared`.
+pub struct State {
+    /// The sampler's and controller's last results, and the history.
+    pub live: LiveStatus,
+    /// `listen` of the running configuration (a reload may name another; it takes effect
+    /// after a restart, but `/status` shows what the file says, as before).
+    listen: Mutex<String>,
+    /// The port the public listener is bound to (for the established-connections gauge).
+    port: u16,
+}
+
+impl State {
+    pub fn new(listen: &str, port: u16) -> State {
+        State {
+            live: LiveStatus::default(),
+            listen: Mutex::new(listen.to_string()),
+            port,
+        }
+    }
+
+    pub fn set_listen(&self, listen: &str) {
+        *self.listen.lock().unwrap_or_else(|p| p.into_inner()) = listen.to_string();
+    }
+
+    /// What `GET /status` shows.
+    pub fn status(&self, shared: &Shared) -> serde_json::Value {
+        let svc = shared.service.load();
+        let listen = self
+            .listen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        serde_json::json!({
+            "engine": shared.engine_name(),
+            "pid": std::process::id(),
+            "uptime_ms": shared.now_ms(),
+            "draining": shared.life.is_draining(),
+            "requests": shared.requests.load(Ordering::Relaxed),
+            "knobs": shared.knobs.values(),
+            "workers": shared.engine_stats(),
+            "control": self.live.json(),
+            "root": svc.root,
+            "listen": listen,
+        })
+    }
+
+    /// What `GET /metrics` shows.
+    pub fn scrape(&self, shared: &Shared) -> String {
+        let live = self.live.get();
+        crate::prom::render(crate::prom::Scrape {
+            counters: shared.counters.snapshot(),
+            measurement: live.measurement,
+            knobs: shared.knobs.values(),
+            controller: live.controller,
+            frozen: self.live.frozen.load(Ordering::SeqCst),
+            process: crate::prom::Process::read(),
+            connections_established: gearshift_core::metrics::procfs::established_on_port(
+                self.port,
+            ),
+            listen_overflows: gearshift_core::metrics::procfs::listen_overflows(),
+        })
+    }
+}
