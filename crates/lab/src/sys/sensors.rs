@@ -286,11 +286,16 @@ mod tests {
     #[test]
     fn own_tree_is_found() {
         let me = std::process::id() as i32;
-        // Burn a few milliseconds: schedstat sees them where whole ticks might not.
+        // Burn 30 ms of CPU (not of wall time: on a loaded box the thread may wait for a
+        // CPU): schedstat sees them where whole ticks might not.
+        let start = run_ns(me).unwrap();
         let t0 = std::time::Instant::now();
         let mut x = 0u64;
-        while t0.elapsed() < std::time::Duration::from_millis(30) {
-            x = x.wrapping_mul(31).wrapping_add(7);
+        while run_ns(me).unwrap() < start + 30_000_000 {
+            for _ in 0..10_000 {
+                x = x.wrapping_mul(31).wrapping_add(7);
+            }
+            assert!(t0.elapsed() < std::time::Duration::from_secs(20), "no CPU in 20 s");
         }
         assert!(x != 1);
         let s = sample_tree(me);
