@@ -1,7 +1,8 @@
 //! The `gearshift` command: one binary, subcommands per job: `serve` runs the server,
-//! `ctl` talks to its admin listener, `load` generates load, `sim` simulates. This is the
-//! one place where command-line arguments become library options; configuration
-//! precedence is command line > environment (clap's `env`) > TOML file > built-in defaults.
+//! `ctl` talks to its admin listener, `load` generates load, `sim` simulates, `lab` reruns
+//! the papers, `cluster` runs nodes behind a balancer. This is the one place where
+//! command-line arguments become library options; configuration precedence is command
+//! line > environment (clap's `env`) > TOML file > built-in defaults.
 
 mod ctl;
 mod fit;
@@ -38,6 +39,9 @@ enum Command {
     /// (closed loop, open loop, WAGON sessions), or write a SPECweb99-like file set
     /// (`load fileset DIR`).
     Load(Box<gearshift_load::LoadArgs>),
+    /// Rerun the papers' experiments against gearshift's engines and the real servers they
+    /// measured, and write a report (`lab 000|001|002|003|004|all [--quick]`).
+    Lab(gearshift_lab::LabArgs),
     /// N nodes in network namespaces behind HAProxy or gearshift's proxy: up, status,
     /// metrics, reload (rolling), down, bench.
     Cluster(gearshift_cluster::ClusterArgs),
@@ -328,6 +332,7 @@ fn main() -> ExitCode {
         Command::Load(args) => gearshift_load::main(*args),
         Command::Ctl(args) => ctl::run(args),
         Command::Sim(args) => gearshift_control::cli::run_sim(args),
+        Command::Lab(args) => gearshift_lab::main(args),
         Command::Cluster(args) => gearshift_cluster::main(args),
     };
     match result {

@@ -101,9 +101,14 @@ pub struct LoadArgs {
     /// Request mix file: lines `PATH [WEIGHT]` (see `gearshift load fileset`).
     #[arg(long, value_name = "FILE")]
     pub mix: Option<PathBuf>,
-    /// Count connections that kept at least this bit rate (paper 002: 320).
+    /// Count connections that kept at least this bit rate over their wall time (paper 002:
+    /// 320; SPECweb99 counts a connection's bytes over the whole run, idle time included).
     #[arg(long, value_name = "KBITS")]
     pub conforming: Option<f64>,
+    /// Read each connection no faster than this bit rate, as SPECweb99's client paces its
+    /// connections (400): a response of B bytes then takes at least B x 8 / rate.
+    #[arg(long, value_name = "KBITS")]
+    pub rated_receive: Option<f64>,
     /// Give up on a request (connect included) after this long [default: 15s, as paper 003].
     #[arg(long, value_parser = parse_duration)]
     pub timeout: Option<Duration>,
@@ -304,6 +309,7 @@ impl LoadArgs {
                 .map_or(1, |d| d.as_nanos() as u64)
         });
         c.conforming_kbits = self.conforming;
+        c.rated_receive_kbits = self.rated_receive;
         c.progress = !self.quiet;
         c.validate()?;
         Ok(c)

@@ -239,6 +239,8 @@ pub struct Config {
     pub seed: u64,
     /// Count connections whose bit rate was at least this many kbit/s (1000 bit/s units).
     pub conforming_kbits: Option<f64>,
+    /// Read each connection no faster than this many kbit/s (SPECweb99's client rate limit).
+    pub rated_receive_kbits: Option<f64>,
     /// Live progress line (only shown when stderr is a terminal).
     pub progress: bool,
 }
@@ -274,6 +276,7 @@ impl Config {
             timeout: defaults::TIMEOUT,
             seed: defaults::SEED,
             conforming_kbits: None,
+            rated_receive_kbits: None,
             progress: false,
         }
     }
@@ -351,6 +354,11 @@ impl Config {
         if let Some(k) = self.conforming_kbits {
             if !(k.is_finite() && k > 0.0) {
                 return Err(format!("--conforming must be positive, not {k}"));
+            }
+        }
+        if let Some(k) = self.rated_receive_kbits {
+            if !(k.is_finite() && k > 0.0) {
+                return Err(format!("--rated-receive must be positive, not {k}"));
             }
         }
         for h in &self.headers {

@@ -28,8 +28,12 @@
 //! `gearshift load fileset DIR` writes a SPECweb99-like file set and its mix (see
 //! [`fileset`]). `-m METHOD` with `--body`/`--body-file` sends a body with every request;
 //! `https://` URLs go over TLS ([`tls`]). `--hdr-out FILE` writes the latency histograms as
-//! an HdrHistogram interval log ([`hdrlog`]). `--conforming KBITS` counts connections whose bit rate (bytes received x 8
-//! over the time they had requests outstanding) reached KBITS x 1000 bit/s (paper 002: 320).
+//! an HdrHistogram interval log ([`hdrlog`]). `--conforming KBITS` counts connections whose
+//! bit rate (bytes received x 8 over the connection's wall time from its first request to
+//! the end of the run, idle and waiting included; WAGON: over each burst) reached KBITS x
+//! 1000 bit/s (paper 002: 320). `--rated-receive KBITS` paces each connection's reads to that
+//! bit rate, as SPECweb99's client does (400 kbit/s), so a response of B bytes takes at least
+//! B x 8 / rate ([`pace`]).
 //!
 //! Errors are counted per request by kind: `connect`, `timeout` (default 15 s, as paper 003;
 //! connect included), `reset` (reset, or closed before a response head), `status` (a complete
@@ -49,7 +53,8 @@
 //!   "config": { "connections", "threads", "requests" (null = unbounded), "duration_s" (null),
 //!               "sessions" (null), "rate" (null unless open), "arrival" ("fixed"|"poisson"|null),
 //!               "keepalive", "http_version" ("1.1"|"1.0"), "method", "pipeline",
-//!               "timeout_s", "seed", "mix": [[path, weight], ...],
+//!               "timeout_s", "rated_receive_kbits" (null unless paced), "seed",
+//!               "mix": [[path, weight], ...],
 //!               "urls": [[url, weight], ...], "body_bytes", "allow_remote", "insecure" },
 //!   "elapsed_s": f64,            // start to the end of the last worker
 //!   "issued": u64,               // requests handed to a connection
@@ -76,8 +81,8 @@
 //!                     "pages", "pages_failed", "page_latency_us": { as latency_us } },
 //!   "conforming": null | { "kbits", "connections", "conforming", "rates_bps": [f64, ...] },
 //!   "series": [ { "second", "requests", "ok", "bytes", "errors",
-//!                 "errors_by_kind": { "connect", ... }, "mean_us", "p50_us", "p90_us", "p99_us",
-//!                 "max_us" }, ... ]   // one per second of the run, by completion time
+//!                 "errors_by_kind": { "connect", ... }, "mean_us", "stdev_us", "p50_us",
+//!                 "p90_us", "p99_us", "max_us" }, ... ]   // one per second, by completion time
 //! }
 //! ```
 //!
@@ -97,6 +102,7 @@ pub mod fileset;
 pub mod hdrlog;
 pub mod mix;
 pub mod net;
+pub mod pace;
 pub mod report;
 pub mod response;
 pub mod rng;

@@ -90,7 +90,14 @@ impl Events {
 }
 
 fn flags(write: bool) -> epoll::EventFlags {
-    let mut f = epoll::EventFlags::IN | epoll::EventFlags::RDHUP;
+    interest(true, write)
+}
+
+fn interest(read: bool, write: bool) -> epoll::EventFlags {
+    let mut f = epoll::EventFlags::empty();
+    if read {
+        f |= epoll::EventFlags::IN | epoll::EventFlags::RDHUP;
+    }
     if write {
         f |= epoll::EventFlags::OUT;
     }
@@ -110,6 +117,12 @@ impl Poller {
 
     pub fn modify(&self, fd: impl AsFd, token: u64, write: bool) -> Result<(), Errno> {
         epoll::modify(&self.ep, fd, epoll::EventData::new_u64(token), flags(write))
+    }
+
+    /// Like `modify`, with input watched or not (a paced connection waiting for its time).
+    pub fn watch(&self, fd: impl AsFd, token: u64, read: bool, write: bool) -> Result<(), Errno> {
+        let f = interest(read, write);
+        epoll::modify(&self.ep, fd, epoll::EventData::new_u64(token), f)
     }
 
     /// Waits up to `timeout_ms` (-1: forever, 0: poll) and returns the ready descriptors.

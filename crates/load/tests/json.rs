@@ -69,6 +69,12 @@ fn json_schema_and_consistency() {
         // The second's mean lies between its fastest and slowest response.
         let mean = s["mean_us"].as_f64().unwrap();
         assert!(u(&s["requests"]) == 0 || (mean > 0.0 && mean <= u(&s["max_us"]) as f64 * 1.01));
+        // Its spread is no wider than the range of its responses.
+        let sd = s["stdev_us"].as_f64().unwrap();
+        assert!(
+            sd >= 0.0 && sd <= u(&s["max_us"]) as f64,
+            "series[{i}].stdev_us {sd}"
+        );
     }
     let per_second: u64 = series.iter().map(|s| u(&s["requests"])).sum();
     assert_eq!(per_second, requests, "sum of per-second counts = total");

@@ -6,6 +6,7 @@
 
 use super::Worker;
 use crate::net;
+use crate::pace::{self, Step};
 use crate::response::{Eof, Parser, Response};
 use crate::stats::{record_ns, ErrorKind};
 use rustix::fd::OwnedFd;
@@ -44,10 +45,17 @@ pub(crate) struct Conn {
     pub out: Vec<u8>,
     pub out_pos: usize,
     pub parser: Parser,
-    /// Bytes received and time with requests outstanding, for the bit rate (conforming).
+    /// Bytes received since `rate_since` (the slot's first request; WAGON: the burst's
+    /// start), for its bit rate over wall time (`--conforming`). Counted as they are read,
+    /// so a long response still in flight at the end counts what it delivered.
     pub slot_bytes: u64,
-    pub busy_ns: u64,
-    pub busy_since: u64,
+    pub rate_since: Option<u64>,
+    /// When the slot last completed or failed a request (the end of its window in a run
+    /// bounded by a request count, where a slot may run out of work before the end).
+    pub last_done: u64,
+    /// `--rated-receive`: the read pacing, and whether input is unwatched until a wake-up.
+    pub pace: Option<pace::Pace>,
+    pub paused: bool,
     /// Open loop: in the idle stack. WAGON: carrying a burst.
     pub queued: bool,
     pub session: u32,
@@ -94,6 +102,9 @@ impl Worker<'_> {
         c.tls = tls;
         c.ready_at = 0;
         c.reused = false;
+        if let Some(p) = &mut c.pace {
+            p.reset();
+        }
         if !pending {
             let now = self.clock();
             self.connected(ci, now);
@@ -133,9 +144,7 @@ impl Worker<'_> {
         let bytes = &reqs.bytes[req as usize];
         self.inflight += 1;
         let c = &mut self.conns[ci];
-        if c.flights.is_empty() {
-            c.busy_since = now;
-        }
+        c.rate_since.get_or_insert(now);
         c.flights.push_back(Flight {
             sent: now,
             intended,
@@ -177,7 +186,7 @@ impl Worker<'_> {
         }
         c.want_write = on;
         let fd = c.fd.as_ref().unwrap();
-        if self.poller.modify(fd, ci as u64, on).is_err() {
+        if self.poller.watch(fd, ci as u64, !c.paused, on).is_err() {
             self.fail(ci, ErrorKind::Reset);
             return false;
         }
@@ -217,8 +226,27 @@ impl Worker<'_> {
             return;
         }
         let mut buf = std::mem::take(&mut self.buf);
-        while let Some(fd) = self.conns[ci].fd.as_ref() {
-            match net::read(fd, &mut buf) {
+        while self.conns[ci].fd.is_some() {
+            let (mut want, mut available) = (buf.len(), 0);
+            if self.conns[ci].pace.is_some() {
+                let now = self.clock();
+                let c = &mut self.conns[ci];
+                let fd = c.fd.as_ref().unwrap();
+                available = rustix::io::ioctl_fionread(fd).map_or(0, |n| n as usize);
+                match c.pace.as_mut().unwrap().decide(now, available) {
+                    Step::Read(n) => want = n.min(buf.len()),
+                    Step::Wait(t) => {
+                        self.pause(ci, t);
+                        break;
+                    }
+                }
+            }
+            let fd = self.conns[ci].fd.as_ref().unwrap();
+            let read = net::read(fd, &mut buf[..want]);
+            if let (Some(p), Ok(n)) = (&mut self.conns[ci].pace, &read) {
+                p.consumed(*n, available);
+            }
+            match read {
                 Ok(0) => {
                     self.now = self.clock();
                     self.on_eof(ci);
@@ -226,7 +254,7 @@ impl Worker<'_> {
                 }
                 Ok(n) => {
                     self.now = self.clock();
-                    if !self.on_data(ci, &buf[..n]) || n < buf.len() {
+                    if !self.on_data(ci, &buf[..n]) || n < want {
                         break;
                     }
                 }
@@ -247,6 +275,7 @@ impl Worker<'_> {
     /// Feeds received bytes to the parser; false once the connection is closed.
     pub(crate) fn on_data(&mut self, ci: usize, data: &[u8]) -> bool {
         let head = self.reqs.head;
+        self.conns[ci].slot_bytes += data.len() as u64;
         let now = self.now;
         let mut off = 0;
         while off < data.len() {
@@ -288,10 +317,7 @@ impl Worker<'_> {
         let c = &mut self.conns[ci];
         let f = c.flights.pop_front().expect("a response without a request");
         c.reused = true;
-        c.slot_bytes += r.bytes;
-        if c.flights.is_empty() {
-            c.busy_ns += now.saturating_sub(c.busy_since);
-        }
+        c.last_done = now;
         self.inflight -= 1;
         let start = f.sent.max(c.ready_at);
         let first = if f.first == 0 { now } else { f.first };
@@ -350,12 +376,10 @@ impl Worker<'_> {
 
     /// Puts the unanswered requests of `ci` back to be sent again.
     pub(crate) fn requeue(&mut self, ci: usize) {
-        let now = self.now;
         let c = &mut self.conns[ci];
         if c.flights.is_empty() {
             return;
         }
-        c.busy_ns += now.saturating_sub(c.busy_since);
         let n = c.flights.len() as u64;
         self.inflight -= n;
         self.stats.issued -= n;
@@ -373,10 +397,8 @@ impl Worker<'_> {
         let now = self.now;
         let c = &mut self.conns[ci];
         let n = c.flights.len() as u64;
-        if n > 0 {
-            c.busy_ns += now.saturating_sub(c.busy_since);
-            c.flights.clear();
-        }
+        c.flights.clear();
+        c.last_done = now;
         self.inflight -= n;
         self.stats.error(now, kind, n);
         self.close(ci);
@@ -396,6 +418,7 @@ impl Worker<'_> {
         c.out_pos = 0;
         c.parser.reset();
         c.reused = false;
+        c.paused = false;
     }
 
     pub(crate) fn scan_timeouts(&mut self) {
@@ -415,20 +438,65 @@ impl Worker<'_> {
         }
     }
 
-    /// Per-connection bit rate over its busy time, for `--conforming`.
+    /// Per-connection bit rate over its wall time since its first request (WAGON: since
+    /// the burst began), idle and waiting included, for `--conforming`. A slot that never
+    /// received a byte counts at 0 bit/s: it did not keep the rate either.
     pub(crate) fn record_rate(&mut self, ci: usize) {
-        let now = self.now;
+        let bounded_by_count = self.cfg.duration.is_none() && self.cfg.requests.is_some();
         let c = &mut self.conns[ci];
-        let mut busy = c.busy_ns;
-        if !c.flights.is_empty() {
-            busy += now.saturating_sub(c.busy_since);
-        }
-        if c.slot_bytes > 0 && busy > 0 {
-            self.stats
-                .conn_rates
-                .push(c.slot_bytes as f64 * 8.0 / (busy as f64 / 1e9));
+        let now = if bounded_by_count && c.flights.is_empty() && c.last_done > 0 {
+            c.last_done
+        } else {
+            self.now
+        };
+        if let Some(since) = c.rate_since.take() {
+            let rate = pace::wall_rate_bps(c.slot_bytes, since, now).unwrap_or(0.0);
+            self.stats.conn_rates.push(rate);
         }
         c.slot_bytes = 0;
-        c.busy_ns = 0;
+    }
+
+    /// `--rated-receive`: stop watching `ci` for input until `until` (ns of run time).
+    fn pause(&mut self, ci: usize, until: u64) {
+        let c = &mut self.conns[ci];
+        if !c.paused {
+            c.paused = true;
+            let fd = c.fd.as_ref().unwrap();
+            if self
+                .poller
+                .watch(fd, ci as u64, false, c.want_write)
+                .is_err()
+            {
+                self.fail(ci, ErrorKind::Reset);
+                return;
+            }
+        }
+        self.paced.push(std::cmp::Reverse((until, ci as u32)));
+    }
+
+    /// Paced connections whose time has come: watch their input again and read.
+    pub(crate) fn wake_paced(&mut self) {
+        while let Some(&std::cmp::Reverse((t, ci))) = self.paced.peek() {
+            if t > self.now {
+                break;
+            }
+            self.paced.pop();
+            let ci = ci as usize;
+            let c = &mut self.conns[ci];
+            if !c.paused || c.fd.is_none() {
+                continue;
+            }
+            c.paused = false;
+            let fd = c.fd.as_ref().unwrap();
+            if self
+                .poller
+                .watch(fd, ci as u64, true, c.want_write)
+                .is_err()
+            {
+                self.fail(ci, ErrorKind::Reset);
+                continue;
+            }
+            self.on_readable(ci);
+        }
     }
 }

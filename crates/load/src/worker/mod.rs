@@ -16,7 +16,8 @@ use crate::net::{self, Poller, Ready, Timer};
 use crate::rng::WorkloadRng;
 use crate::stats::{ErrorKind, Stats};
 use conn::Conn;
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
@@ -71,6 +72,8 @@ pub struct Worker<'a> {
     pub(crate) budget: Option<u64>,
     /// Intended times of requests to send again (a reused connection closed under them).
     pub(crate) retry: VecDeque<u64>,
+    /// `--rated-receive`: paused connections by the time they may read again.
+    pub(crate) paced: BinaryHeap<Reverse<(u64, u32)>>,
     pub(crate) rng: WorkloadRng,
     pub(crate) stats: Stats,
     pub(crate) mode: modes::ModeState,
@@ -97,7 +100,10 @@ impl<'a> Worker<'a> {
         let end_ns = cfg.end().as_nanos().min(u64::MAX as u128 / 2) as u64;
         let mode = modes::ModeState::new(cfg, &spec, reqs.origins.len(), end_ns)?;
         let mut conns = Vec::with_capacity(spec.connections);
-        conns.resize_with(spec.connections, Conn::default);
+        conns.resize_with(spec.connections, || Conn {
+            pace: cfg.rated_receive_kbits.map(crate::pace::Pace::new),
+            ..Conn::default()
+        });
         for (c, &o) in conns.iter_mut().zip(&spec.slot_origin) {
             c.origin = o;
         }
@@ -113,6 +119,7 @@ impl<'a> Worker<'a> {
             buf: vec![0; READ_BUF],
             todo: Vec::new(),
             retry: VecDeque::new(),
+            paced: BinaryHeap::new(),
             rng,
             stats: Stats::new(),
             mode,
@@ -142,6 +149,7 @@ impl<'a> Worker<'a> {
             if self.now >= self.end_ns || self.shared.stop.load(Ordering::Relaxed) {
                 break;
             }
+            self.wake_paced();
             self.generate();
             self.run_todo();
             if self.finished() {
@@ -188,7 +196,12 @@ impl<'a> Worker<'a> {
             return 0;
         }
         let wake = self.end_ns.min(next_scan);
-        if let Some(t) = self.next_event() {
+        let paced = self.paced.peek().map(|r| r.0 .0);
+        let next = match (self.next_event(), paced) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if let Some(t) = next {
             if t <= self.now + 20_000 {
                 return 0;
             }
@@ -230,7 +243,12 @@ impl<'a> Worker<'a> {
                 }
             }
         }
-        if r.readable || r.error {
+        if r.error && self.conns[ci].paused {
+            // A reset discards what was waiting: no pacing to honour, report it now.
+            self.conns[ci].pace = None;
+            self.on_readable(ci);
+            self.conns[ci].pace = self.cfg.rated_receive_kbits.map(crate::pace::Pace::new);
+        } else if r.readable || r.error {
             self.on_readable(ci);
         }
         if self.conns[ci].fd.is_some() && (r.writable || self.conns[ci].want_write) {

@@ -338,7 +338,7 @@ impl Worker<'_> {
             c.burst_sent = 0;
             c.burst_intended = t;
             c.slot_bytes = 0;
-            c.busy_ns = 0;
+            c.rate_since = Some(t);
             self.continue_burst(ci);
         }
     }
