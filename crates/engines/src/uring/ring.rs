@@ -36,13 +36,6 @@ pub fn probe() -> Result<(), String> {
     let fail = |what: &str, e: io::Error| {
         format!("uring: io_uring is unavailable here ({what}: {e}); use --engine event")
     };
-    if std::env::var_os("GEARSHIFT_URING_UNAVAILABLE").is_some() {
-        // Injected failure, for tests on machines where io_uring works.
-        return Err(fail(
-            "io_uring_setup",
-            io::Error::from_raw_os_error(libc::EPERM),
-        ));
-    }
     let ring = new_ring().map_err(|e| fail("io_uring_setup", e))?;
     if !ring.params().is_feature_ext_arg() {
         return Err(fail(
