@@ -50,6 +50,14 @@ pub fn map_path(raw: &[u8], policy: &PathPolicy) -> Result<MappedPath, PathError
         _ => return Err(PathError::BadRequest("path must start with '/'")),
     };
 
+    if let Some(plain) = plain_path(rest) {
+        return Ok(plain);
+    }
+    map_general(rest, policy)
+}
+
+/// `map_path` for any path (after its leading `/`).
+fn map_general(rest: &[u8], policy: &PathPolicy) -> Result<MappedPath, PathError> {
     // Phase 1: decode every segment. Malformed input (400) wins over an
     // encoded slash (404), whatever their order in the path.
     let mut decoded: Vec<Vec<u8>> = Vec::new();
@@ -99,6 +107,37 @@ pub fn map_path(raw: &[u8], policy: &PathPolicy) -> Result<MappedPath, PathError
 
     Ok(MappedPath {
         rel: out.join(&b'/'),
+        trailing_slash,
+    })
+}
+
+/// The common case without the general machinery (this runs on every static request): a
+/// path of ordinary segments (none empty, none starting with `.`, no `%` escape, no NUL), maybe
+/// ending with `/`, maps to itself with one allocation. Anything else gives `None` and takes
+/// the general path, which gives the same answer for these.
+fn plain_path(rest: &[u8]) -> Option<MappedPath> {
+    let (body, trailing_slash) = match rest.strip_suffix(b"/") {
+        Some(body) => (body, true),
+        None => (rest, false),
+    };
+    if body.is_empty() {
+        return None;
+    }
+    let mut seg_start = true;
+    for &b in body {
+        match b {
+            b'%' | 0 => return None,
+            b'.' if seg_start => return None,
+            b'/' if seg_start => return None, // an empty segment
+            _ => {}
+        }
+        seg_start = b == b'/';
+    }
+    if seg_start {
+        return None; // ends with "//"
+    }
+    Some(MappedPath {
+        rel: body.to_vec(),
         trailing_slash,
     })
 }
@@ -166,6 +205,24 @@ pub fn encode_path(rel: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_plain_path_maps_as_the_general_one() {
+        let hidden = super::PathPolicy {
+            allow_hidden: false,
+        };
+        for p in [
+            "a", "a/", "a/b.txt", "dir/sub/", "a.b/c", "x-y_z~1/f", "a//b", "a/", "a//",
+            "./a", "a/./b", "a/../b", "a/.git", ".well-known/x", "a%2Fb", "a%41", "%", "a/b/",
+        ] {
+            let general = super::map_general(p.as_bytes(), &hidden);
+            if let Some(plain) = super::plain_path(p.as_bytes()) {
+                assert_eq!(Ok(plain), general, "{p}");
+            }
+            assert_eq!(super::map_path(format!("/{p}").as_bytes(), &hidden), general, "{p}");
+        }
+        assert!(super::plain_path(b"a/b.txt").is_some(), "the common case takes the plain path");
+    }
+
     use super::*;
     use proptest::prelude::*;
 
