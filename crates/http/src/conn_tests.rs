@@ -53,7 +53,9 @@ fn run(conn: &mut Conn, input: &[u8], pieces: &[usize]) -> Vec<Ev> {
         loop {
             let (consumed, ev) = conn.poll(&buf, 0);
             assert!(consumed <= buf.len());
-            let ev = own(&ev);
+            let owned = own(&ev);
+            drop(ev);
+            let ev = owned;
             buf.drain(..consumed);
             match ev {
                 None if consumed == 0 => break,

@@ -154,7 +154,8 @@ impl Session {
                 Event::Head(head) => self.answer(&head, self.current(), svc, w, out),
                 Event::BodyEnd => {
                     let bytes = self.deferred.take().unwrap_or_default();
-                    if let Ok(Some(head)) = parse_head(&bytes, &svc.limits) {
+                    let parsed = parse_head(&bytes, &svc.limits);
+                    if let Ok(Some(head)) = parsed {
                         self.answer(&head, self.current(), svc, w, out);
                     } else {
                         // Unreachable unless a reload tightened the limits in between.

@@ -284,13 +284,13 @@ impl StaticFiles {
             if mapped.trailing_slash {
                 return Found::Error(404);
             }
-            return self.build(mapped.rel.clone(), file, meta, now);
+            return self.build(mapped.rel.to_vec(), file, meta, now);
         }
         if !mapped.trailing_slash {
             return Found::Redirect;
         }
         for index in &self.cfg.index {
-            let mut rel = mapped.rel.clone();
+            let mut rel = mapped.rel.to_vec();
             if !rel.is_empty() {
                 rel.push(b'/');
             }
