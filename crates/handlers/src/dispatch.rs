@@ -105,12 +105,12 @@ fn dispatch(
 
 /// The request a local redirect (RFC 3875 §6.2.2) turns `head` into: a GET of `location`
 /// (an abs-path with an optional query) with the original header fields and no body.
-fn redirected<'a, 'b: 'a>(head: &RequestHead<'b>, location: &'a [u8]) -> RequestHead<'a> {
+fn redirected<'b>(head: &RequestHead<'b>, location: &'b [u8]) -> RequestHead<'b> {
     let (path, query) = match location.iter().position(|&b| b == b'?') {
         Some(q) => (&location[..q], Some(&location[q + 1..])),
         None => (location, None),
     };
-    let mut h = head.reborrow();
+    let mut h = head.clone();
     h.method = Method::Get;
     h.method_raw = b"GET";
     h.target = location;

@@ -53,9 +53,7 @@ fn run(conn: &mut Conn, input: &[u8], pieces: &[usize]) -> Vec<Ev> {
         loop {
             let (consumed, ev) = conn.poll(&buf, 0);
             assert!(consumed <= buf.len());
-            let owned = own(&ev);
-            drop(ev);
-            let ev = owned;
+            let ev = own(&ev);
             buf.drain(..consumed);
             match ev {
                 None if consumed == 0 => break,

@@ -95,8 +95,7 @@ pub struct RequestHead<'b> {
     /// Query without the `?`, if any.
     pub query: Option<&'b [u8]>,
     pub version: Version,
-    /// The fields in order; up to `INLINE_HEADERS` without an allocation.
-    pub headers: Headers<'b>,
+    pub headers: Vec<Header<'b>>,
     /// Host: from an absolute-form (or CONNECT authority-form) target if present, else the
     /// Host header as sent (may be empty, which RFC 9112 §3.2 allows).
     pub host: Option<&'b [u8]>,
@@ -111,28 +110,6 @@ pub struct RequestHead<'b> {
 }
 
 impl<'b> RequestHead<'b> {
-    /// A copy borrowing for a shorter lifetime (`Headers` is invariant in its lifetime, so
-    /// a head does not shorten by itself as one holding a `Vec` would).
-    pub fn reborrow<'a>(&self) -> RequestHead<'a>
-    where
-        'b: 'a,
-    {
-        RequestHead {
-            method: self.method,
-            method_raw: self.method_raw,
-            target: self.target,
-            path: self.path,
-            query: self.query,
-            version: self.version,
-            headers: self.headers.iter().copied().collect(),
-            host: self.host,
-            framing: self.framing,
-            keep_alive: self.keep_alive,
-            expect_continue: self.expect_continue,
-            head_len: self.head_len,
-        }
-    }
-
     /// First header with this name (ASCII case-insensitive).
     pub fn header(&self, name: &str) -> Option<&'b [u8]> {
         self.headers
@@ -177,12 +154,6 @@ use ParseError::BadRequest as Bad;
 /// Headers parsed into a stack array when `max_headers` fits (no heap allocation besides
 /// the result's `headers` Vec); larger limits fall back to a heap scratch buffer.
 const STACK_HEADERS: usize = 128;
-
-/// Fields a request head holds without allocating (browsers send 8-15, tools 3-5): the list
-/// was one allocation and free per request, a tenth of a static request's instructions.
-pub const INLINE_HEADERS: usize = 16;
-/// A request head's fields.
-pub type Headers<'b> = smallvec::SmallVec<[Header<'b>; INLINE_HEADERS]>;
 
 /// Parse a request head at the start of `buf`.
 ///
@@ -326,7 +297,7 @@ fn build<'b>(
         return Err(Bad("invalid byte in request target"));
     }
 
-    let mut headers = Headers::with_capacity(req.headers.len());
+    let mut headers = Vec::with_capacity(req.headers.len());
     let mut host_hdr: Option<&'b [u8]> = None;
     let mut host_count = 0u32;
     let mut framing = FramingFields::default();
@@ -481,16 +452,29 @@ pub fn valid_authority(a: &[u8], require_port: bool) -> bool {
             None => return false,
         }
     } else {
-        let end = memchr::memchr(b':', a).unwrap_or(a.len());
-        (!a[..end].is_empty() && valid_reg_name(&a[..end]), &a[end..])
+        // Every request's Host: one pass finds the ':' and checks the common case (no
+        // percent-escape) on the way; Host values are too short for memchr to pay.
+        let mut end = a.len();
+        let mut plain = true;
+        for (i, &b) in a.iter().enumerate() {
+            if b == b':' {
+                end = i;
+                break;
+            }
+            plain &= HOST_CHARS[b as usize];
+        }
+        let host = &a[..end];
+        (!host.is_empty() && (plain || valid_reg_name(host)), &a[end..])
     };
     let port_ok = match after {
         [] => !require_port,
-        [b':', port @ ..] => {
-            port.len() <= 5
-                && port.iter().all(u8::is_ascii_digit)
-                && (!require_port || !port.is_empty())
-                && port.iter().fold(0u32, |n, &d| n * 10 + u32::from(d - b'0')) <= 65535
+        [b':', port @ ..] if port.len() <= 5 => {
+            let (mut n, mut digits) = (0u32, true);
+            for &d in port {
+                digits &= d.is_ascii_digit();
+                n = n * 10 + u32::from(d.wrapping_sub(b'0'));
+            }
+            digits && n <= 65535 && (!require_port || !port.is_empty())
         }
         _ => false,
     };
@@ -498,10 +482,6 @@ pub fn valid_authority(a: &[u8], require_port: bool) -> bool {
 }
 
 fn valid_reg_name(h: &[u8]) -> bool {
-    // Every request's Host: the common case (no percent-escape) in one branch-free pass.
-    if h.iter().fold(true, |ok, &b| ok & HOST_CHARS[b as usize]) {
-        return true;
-    }
     let mut i = 0;
     while i < h.len() {
         let b = h[i];

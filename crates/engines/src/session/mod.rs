@@ -154,8 +154,7 @@ impl Session {
                 Event::Head(head) => self.answer(&head, self.current(), svc, w, out),
                 Event::BodyEnd => {
                     let bytes = self.deferred.take().unwrap_or_default();
-                    let parsed = parse_head(&bytes, &svc.limits);
-                    if let Ok(Some(head)) = parsed {
+                    if let Ok(Some(head)) = parse_head(&bytes, &svc.limits) {
                         self.answer(&head, self.current(), svc, w, out);
                     } else {
                         // Unreachable unless a reload tightened the limits in between.

@@ -166,7 +166,6 @@ impl<'a> BodyIn<'a> {
                 Event::NeedMore if n > 0 => continue,
                 Event::NeedMore => 0..0,
             };
-            drop(ev); // it borrows the input `fill` may move
             if !range.is_empty() {
                 self.received += range.len() as u64;
                 return Ok(Some(&self.input[range]));
