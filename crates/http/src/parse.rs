@@ -464,7 +464,10 @@ pub fn valid_authority(a: &[u8], require_port: bool) -> bool {
             plain &= HOST_CHARS[b as usize];
         }
         let host = &a[..end];
-        (!host.is_empty() && (plain || valid_reg_name(host)), &a[end..])
+        (
+            !host.is_empty() && (plain || valid_reg_name(host)),
+            &a[end..],
+        )
     };
     let port_ok = match after {
         [] => !require_port,
