@@ -30,6 +30,7 @@ const RECV: u64 = 2 << 56;
 const SEND: u64 = 3 << 56;
 const WAKE: u64 = 4 << 56;
 const CANCEL: u64 = 5 << 56;
+const TICK: u64 = 6 << 56;
 /// The longest wait for completions: the timer sweep's granularity (as the event loop's).
 const TICK_MS: u64 = 100;
 /// Draining a closing connection after shutdown(SHUT_WR), as the event loop does.
@@ -123,6 +124,12 @@ pub(super) struct UringLoop {
     cqes: Vec<(u64, i32, u32)>,
     /// Connections whose receive ended and may need arming again.
     rearm: Vec<usize>,
+    /// The sweep's tick as a multishot timeout (Linux 6.4): waits then need no timer of
+    /// their own, which every `io_uring_enter` would otherwise start and cancel. Off (waits
+    /// with a timeout argument) where the kernel refuses it.
+    tick: Box<types::Timespec>,
+    tick_multishot: bool,
+    tick_armed: bool,
 }
 
 impl UringLoop {
@@ -170,6 +177,9 @@ impl UringLoop {
             spare: Spare::default(),
             cqes: Vec::with_capacity(256),
             rearm: Vec::new(),
+            tick: Box::new(types::Timespec::new().nsec((TICK_MS * 1_000_000) as u32)),
+            tick_multishot: true,
+            tick_armed: false,
         })
     }
 
@@ -183,7 +193,14 @@ impl UringLoop {
             if self.accepting && !self.accept_armed {
                 self.arm_accept();
             }
-            match self.ring.submitter().submit_with_args(1, &args) {
+            if self.tick_multishot && !self.tick_armed {
+                self.arm_tick();
+            }
+            let waited = match self.tick_multishot {
+                true => self.ring.submit_and_wait(1),
+                false => self.ring.submitter().submit_with_args(1, &args),
+            };
+            match waited {
                 Ok(_) => {}
                 Err(e) if matches!(e.raw_os_error(), Some(libc::ETIME | libc::EINTR)) => {}
                 Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {}
@@ -212,6 +229,11 @@ impl UringLoop {
                     WAKE => {
                         self.adopt(&svc);
                         self.arm_waker();
+                    }
+                    TICK if !cqueue::more(flags) => {
+                        self.tick_armed = false;
+                        // Refused (an older kernel): wait with a timeout argument instead.
+                        self.tick_multishot &= res != -libc::EINVAL;
                     }
                     _ => {} // cancellations: their targets complete on their own
                 }
@@ -284,6 +306,14 @@ impl UringLoop {
                 self.push(opcode::AsyncCancel::new(ACCEPT).build().user_data(CANCEL));
             }
         }
+    }
+
+    fn arm_tick(&mut self) {
+        let e = opcode::Timeout::new(&*self.tick)
+            .flags(types::TimeoutFlags::MULTISHOT)
+            .build();
+        self.push(e.user_data(TICK));
+        self.tick_armed = true;
     }
 
     fn arm_waker(&mut self) {
