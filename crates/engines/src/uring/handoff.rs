@@ -39,7 +39,6 @@ pub(in crate::uring) fn run_dynamic(d: Dynamic, w: &mut ThreadCtx) {
     let mut input = std::mem::take(&mut c.session.inbuf);
     crate::exchange::run(c.fd.as_fd(), &mut c.session, &mut input, &shared, w);
     c.session.inbuf = input;
-    c.leaving = None;
     let dest = match home.retire.load(Ordering::SeqCst) {
         true => registry.heir(id).unwrap_or_else(|| home.clone()),
         false => home.clone(),
@@ -72,7 +71,6 @@ impl UringLoop {
                     self.mailbox.away.fetch_sub(1, Ordering::SeqCst);
                     tracing::warn!(worker = self.id, "dynamic pool full: 503");
                     let mut c = d.conn;
-                    c.leaving = None;
                     c.session.refuse_dynamic(503, &mut self.w, &mut self.batch);
                     let k = self.adopt_one(c);
                     self.after(k, crate::session::Stop::Close);
@@ -82,7 +80,8 @@ impl UringLoop {
     }
 
     /// Take a connection into this loop: receive on it, and go on where it stopped.
-    fn adopt_one(&mut self, c: Connection) -> usize {
+    fn adopt_one(&mut self, mut c: Connection) -> usize {
+        c.leaving = None; // arrived (a migrated connection still said where it was going)
         let k = self.conns.insert(c);
         self.arm_recv(k);
         k
