@@ -3,10 +3,12 @@
 //! multishot receive cancelled, its output sent), so it moves whole as a plain descriptor
 //! and session: to the blocking pool for a dynamic exchange (CGI, the work endpoint, the
 //! proxy, FastCGI: the event engine's hand-off, `exchange::run`), or to a surviving loop
-//! when its own retires. Also draining.
+//! when its own retires. Also draining and the deadlines of the timer sweep.
 
-use super::worker::{Connection, Leave, UringLoop};
+use super::conn::{Connection, Leave};
+use super::worker::UringLoop;
 use super::{Mailbox, Registry};
+use crate::session::Stop;
 use crate::session::ThreadCtx;
 use crate::shared::Shared;
 use gearshift_handlers::Service;
@@ -73,7 +75,7 @@ impl UringLoop {
                     let mut c = d.conn;
                     c.session.refuse_dynamic(503, &mut self.w, &mut self.batch);
                     let k = self.adopt_one(c);
-                    self.after(k, crate::session::Stop::Close);
+                    self.after(k, Stop::Close);
                 }
             }
         }
@@ -150,5 +152,35 @@ impl UringLoop {
         }
         (self.conns.is_empty() && self.mailbox.away.load(Ordering::SeqCst) == 0)
             || self.w.now_ms >= self.shared.life.drain_deadline_ms.load(Ordering::SeqCst)
+    }
+
+    /// Apply deadlines: header/body/keep-alive read timeouts, send timeouts, lingering.
+    pub(super) fn sweep(&mut self) {
+        let now = self.w.now_ms;
+        let expired: Vec<usize> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| !c.closing && c.leaving.is_none())
+            .filter(|(_, c)| {
+                now >= match c.lingering || !c.out.is_empty() {
+                    true => c.deadline_ms,
+                    false => c.session.http.read_deadline(),
+                }
+            })
+            .map(|(k, _)| k)
+            .collect();
+        for k in expired {
+            let c = &mut self.conns[k];
+            if !c.lingering
+                && c.out.is_empty()
+                && c.session.http.phase() == Phase::Head
+                && !c.session.close_after_write
+            {
+                c.session.timeout_response(&self.w, &mut self.batch);
+                self.after(k, Stop::Close);
+            } else {
+                self.close(k);
+            }
+        }
     }
 }

@@ -6,6 +6,7 @@
 //! and handlers as every engine. Where io_uring cannot be used (`kernel.io_uring_disabled`,
 //! a seccomp filter, an old kernel), `build` fails with one line naming `--engine event`.
 
+mod conn;
 mod handoff;
 mod output;
 mod ring;
@@ -15,12 +16,13 @@ pub use ring::probe;
 
 use crate::config::DynamicConfig;
 use crate::{Host, Shared};
+use conn::Connection;
 use gearshift_core::knobs::Spec;
 use handoff::Dynamic;
 use std::net::TcpListener;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use worker::{Connection, UringLoop};
+use worker::UringLoop;
 
 /// Most loops at once (bounds the knob), as the event engine.
 const MAX_WORKERS: usize = 64;

@@ -7,7 +7,8 @@
 //! for the next batch: one `io_uring_enter` per batch. Leaving the loop (a dynamic request,
 //! a retiring loop) and coming back is in `handoff.rs`.
 
-use super::output::{Mappings, Output, Spare};
+use super::conn::{Connection, Leave};
+use super::output::{Mappings, Spare};
 use super::ring::BufRing;
 use super::{Dynamic, Mailbox, Registry};
 use crate::blocking_pool::BlockingPool;
@@ -16,7 +17,6 @@ use crate::shared::Shared;
 use gearshift_core::lifecycle::unix_now;
 use gearshift_core::output::Batch;
 use gearshift_handlers::Service;
-use gearshift_http::Phase;
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use rustix::fd::{AsRawFd, FromRawFd, OwnedFd};
 use slab::Slab;
@@ -39,67 +39,6 @@ const LINGER_MS: u64 = 2000;
 /// arrived wait to be processed (one completion batch).
 const BUFS: u16 = 512;
 const BUF_SIZE: usize = 8 * 1024;
-/// Input kept unprocessed beyond this (output backed up) stops receiving until it drains.
-const KEPT_MAX: usize = 64 * 1024;
-
-/// Why a connection is leaving its loop once its receive is cancelled and its output sent.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Leave {
-    /// A dynamic request: to the blocking pool, then back.
-    Dynamic,
-    /// The loop retires: to a surviving loop.
-    Migrate,
-}
-
-pub(super) struct Connection {
-    pub(super) fd: OwnedFd,
-    pub(super) session: Session,
-    out: Output,
-    recv_armed: bool,
-    lingering: bool,
-    closing: bool,
-    pub(super) leaving: Option<Leave>,
-    /// Processing stopped with enough output queued; it goes on once the output drains.
-    held: bool,
-    /// Deadline of the current send (last progress + send timeout) or of lingering.
-    deadline_ms: u64,
-}
-
-impl Connection {
-    pub(super) fn new(fd: OwnedFd, session: Session) -> Connection {
-        Connection {
-            fd,
-            session,
-            out: Output::default(),
-            recv_armed: false,
-            lingering: false,
-            closing: false,
-            leaving: None,
-            held: false,
-            deadline_ms: 0,
-        }
-    }
-
-    pub(super) fn is_closing(&self) -> bool {
-        self.closing
-    }
-
-    /// Between requests, with nothing queued, kept or in flight but the receive.
-    pub(super) fn is_idle(&self) -> bool {
-        self.leaving.is_none()
-            && !self.lingering
-            && !self.closing
-            && self.out.is_empty()
-            && self.session.inbuf.is_empty()
-    }
-
-    /// Whether a multishot receive should be armed.
-    fn wants_input(&self) -> bool {
-        !self.closing
-            && self.leaving.is_none()
-            && !(self.held && self.session.inbuf.len() > KEPT_MAX)
-    }
-}
 
 pub(super) struct UringLoop {
     // Dropped first: closing the ring ends every operation before the buffers go.
@@ -563,36 +502,6 @@ impl UringLoop {
             tracing::trace!(worker = self.id, fd = c.fd.as_raw_fd(), "close");
         } else if let (Some(how), true) = (c.leaving, c.out.is_empty()) {
             self.depart(k, how);
-        }
-    }
-
-    /// Apply deadlines: header/body/keep-alive read timeouts, send timeouts, lingering.
-    fn sweep(&mut self) {
-        let now = self.w.now_ms;
-        let expired: Vec<usize> = self
-            .conns
-            .iter()
-            .filter(|(_, c)| !c.closing && c.leaving.is_none())
-            .filter(|(_, c)| {
-                now >= match c.lingering || !c.out.is_empty() {
-                    true => c.deadline_ms,
-                    false => c.session.http.read_deadline(),
-                }
-            })
-            .map(|(k, _)| k)
-            .collect();
-        for k in expired {
-            let c = &mut self.conns[k];
-            if !c.lingering
-                && c.out.is_empty()
-                && c.session.http.phase() == Phase::Head
-                && !c.session.close_after_write
-            {
-                c.session.timeout_response(&self.w, &mut self.batch);
-                self.after(k, Stop::Close);
-            } else {
-                self.close(k);
-            }
         }
     }
 }
