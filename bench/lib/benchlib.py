@@ -192,7 +192,8 @@ def static_report(d):
         hdr += f" {'errors':>6}"
         print(hdr)
         med = {}
-        for server in ("nginx", "gearshift"):
+        servers = sorted({w["server"] for w in runs}, key=lambda x: (x.startswith("gs-") or x == "gearshift", x))
+        for server in servers:
             ws = [w for w in runs if w["size"] == size and w["server"] == server]
             if not ws:
                 continue
@@ -214,20 +215,25 @@ def static_report(d):
                 line += f" {_fmt(m['mib_s'], '.1f'):>9}"
             line += f" {errs:>6}"
             print(line)
-        if "nginx" in med and "gearshift" in med:
-            g, n = med["gearshift"], med["nginx"]
 
-            def ratio(a, b):
-                return a / b if a is not None and b else None
+        def ratio(a, b):
+            return a / b if a is not None and b else None
 
-            rr, cr, pr = ratio(g["rps"], n["rps"]), ratio(g["cpu_per_req"], n["cpu_per_req"]), \
-                ratio(g["p99_ms"], n["p99_ms"])
-            print(f"{'gs/nginx':<12} {'':>6} {_fmt(rr, '.2f') + 'x':>10} {_fmt(pr, '.2f') + 'x':>8} "
-                  f"{_fmt(cr, '.2f') + 'x':>10}"
-                  + (f" {_fmt(ratio(g['mib_s'], n['mib_s']), '.2f') + 'x':>9}" if size == "1m" else ""))
-            summary[size] = {"rps_ratio": rr, "cpu_ratio": cr, "p99_ratio": pr, "gearshift": g, "nginx": n}
+        peers = {k: v for k, v in med.items() if not (k.startswith("gs-") or k == "gearshift")}
+        ours = {k: v for k, v in med.items() if k not in peers}
+        fast = max((k for k in peers if peers[k]["rps"]), key=lambda k: peers[k]["rps"], default=None)
+        lean = min((k for k in peers if peers[k]["cpu_per_req"]), key=lambda k: peers[k]["cpu_per_req"],
+                   default=None)
+        summary[size] = {"servers": med, "fastest_peer": fast, "leanest_peer": lean, "ratios": {}}
+        if fast and lean:
+            print(f"best peers: {fast} by req/s, {lean} by cpu us/req")
+            for g, m in ours.items():
+                rr = ratio(m["rps"], peers[fast]["rps"])
+                cr = ratio(m["cpu_per_req"], peers[lean]["cpu_per_req"])
+                summary[size]["ratios"][g] = {"rps_vs_fastest": rr, "cpu_vs_leanest": cr}
+                print(f"{g:<12} req/s {_fmt(rr, '.2f')}x {fast}'s, cpu/req {_fmt(cr, '.2f')}x {lean}'s")
         print()
-    print("rps ratio > 1: gearshift serves more; cpu ratio < 1: gearshift spends less CPU per request.")
+    print("req/s ratio > 1: gearshift serves more; cpu ratio < 1: gearshift spends less CPU per request.")
     with open(os.path.join(d, "summary.json"), "w") as f:
         json.dump({"runs": runs, "summary": summary}, f, indent=1)
     if problems:

@@ -33,7 +33,11 @@ pub struct Outcome {
 pub fn prefix(out: &mut Batch, ctx: &Ctx, status: u16) {
     let start = out.scratch.len();
     let b = &mut out.scratch;
-    status_line(b, status);
+    if status == 200 {
+        b.extend_from_slice(b"HTTP/1.1 200 OK\r\n"); // most answers: no number to format
+    } else {
+        status_line(b, status);
+    }
     b.extend_from_slice(b"Server: ");
     b.extend_from_slice(SERVER.as_bytes());
     b.extend_from_slice(b"\r\nDate: ");

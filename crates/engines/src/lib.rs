@@ -17,6 +17,7 @@ pub mod event;
 pub mod exchange;
 pub mod fork;
 pub mod host;
+mod loops;
 pub mod maintenance;
 pub mod pool;
 pub mod prefork;
@@ -25,6 +26,7 @@ pub mod session;
 pub mod shared;
 pub mod staged;
 pub mod threads;
+pub mod uring;
 pub mod worker;
 
 pub use config::EngineConfig;
@@ -35,7 +37,7 @@ use std::sync::Arc;
 
 /// Engine names accepted by `--engine`.
 pub const NAMES: &[&str] = &[
-    "event", "threads", "pool", "fork", "prefork", "worker", "staged",
+    "event", "threads", "pool", "fork", "prefork", "worker", "staged", "uring",
 ];
 
 /// A concurrency architecture. `run` is called on the master (main) thread after the
@@ -87,6 +89,13 @@ pub fn build(config: &EngineConfig) -> Result<Box<dyn Engine>, String> {
             let mut knobs = config.staged.clone();
             knobs.process_threads = pick(config.workers, knobs.process_threads);
             Ok(Box::new(staged::StagedEngine::new(&knobs)?))
+        }
+        "uring" => {
+            uring::probe()?;
+            Ok(Box::new(uring::UringEngine::new(
+                config.worker_count(),
+                config.dynamic.clone(),
+            )))
         }
         other => Err(format!(
             "engine: unknown engine '{other}' (known: {})",

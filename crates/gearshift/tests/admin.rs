@@ -66,11 +66,27 @@ fn event_workers_resize_without_closing_connections() {
 
 #[test]
 fn event_connections_survive_their_loop_retiring() {
+    connections_survive_their_loop_retiring("event");
+}
+
+#[test]
+fn uring_workers_resize_without_closing_connections() {
+    resize_under_load("uring", "workers", &[4, 1, 3, 2, 8, 1, 2], "workers");
+}
+
+#[test]
+fn uring_connections_survive_their_loop_retiring() {
+    // A retiring uring loop cancels each connection's receive and moves it, whole, once
+    // nothing of it is in flight.
+    connections_survive_their_loop_retiring("uring");
+}
+
+fn connections_survive_their_loop_retiring(engine: &str) {
     let s = serve(
         standard_docroot(),
         &[
             "--engine",
-            "event",
+            engine,
             "--workers",
             "4",
             "--admin",

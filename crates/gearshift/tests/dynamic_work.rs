@@ -11,8 +11,9 @@ fn work_server(extra: &str) -> Server {
     let (cfg, path) = config_file(&format!(
         "listen = \"127.0.0.1:0\"\n[work]\nenabled = true\n{extra}"
     ));
-    // One event loop, so a blocked loop would show; other engines keep their default.
-    let event = std::env::var("GEARSHIFT_TEST_ENGINE").map_or(true, |e| e == "event");
+    // One loop (event, uring), so a blocked loop would show; other engines keep their default.
+    let event =
+        std::env::var("GEARSHIFT_TEST_ENGINE").map_or(true, |e| e == "event" || e == "uring");
     let args: &[&str] = if event {
         &["--config", &path, "--workers", "1"]
     } else {
@@ -139,8 +140,8 @@ fn slow_work_does_not_block_other_connections() {
 
 #[test]
 fn full_dynamic_pool_answers_503() {
-    // Only the event engine has the pool; blocking engines run exchanges on their workers.
-    if std::env::var("GEARSHIFT_TEST_ENGINE").is_ok_and(|e| e != "event") {
+    // Only the loop engines have the pool; blocking engines run exchanges on their workers.
+    if std::env::var("GEARSHIFT_TEST_ENGINE").is_ok_and(|e| e != "event" && e != "uring") {
         return;
     }
     let s = work_server("[dynamic]\nthreads = 1\nqueue = 1\n");

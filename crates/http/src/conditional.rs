@@ -158,7 +158,12 @@ pub fn list_matches(value: &[u8], current: Option<&EntityTag>, strong: bool) -> 
 /// and matching: 304 for GET/HEAD, 412 otherwise; (4) otherwise, GET/HEAD with
 /// If-Modified-Since a valid date not earlier than Last-Modified: 304; (5) Proceed.
 pub fn evaluate(get_or_head: bool, pre: &Preconditions, v: &Validators) -> Outcome {
-    let current = parse_entity_tag(v.etag);
+    // The current tag is parsed only for a request that has a tag to compare with (most
+    // have none: this is on every static request's path).
+    let current = match (pre.if_match, pre.if_none_match) {
+        (None, None) => None,
+        _ => parse_entity_tag(v.etag),
+    };
     let current = current.as_ref();
     if let Some(im) = pre.if_match {
         if list_matches(im, current, true) != Some(true) {

@@ -463,16 +463,32 @@ pub fn valid_authority(a: &[u8], require_port: bool) -> bool {
             None => return false,
         }
     } else {
-        let end = memchr::memchr(b':', a).unwrap_or(a.len());
-        (!a[..end].is_empty() && valid_reg_name(&a[..end]), &a[end..])
+        // Every request's Host: one pass finds the ':' and checks the common case (no
+        // percent-escape) on the way; Host values are too short for memchr to pay.
+        let mut end = a.len();
+        let mut plain = true;
+        for (i, &b) in a.iter().enumerate() {
+            if b == b':' {
+                end = i;
+                break;
+            }
+            plain &= HOST_CHARS[b as usize];
+        }
+        let host = &a[..end];
+        (
+            !host.is_empty() && (plain || valid_reg_name(host)),
+            &a[end..],
+        )
     };
     let port_ok = match after {
         [] => !require_port,
-        [b':', port @ ..] => {
-            port.iter().all(u8::is_ascii_digit)
-                && port.len() <= 5
-                && (!require_port || !port.is_empty())
-                && port.iter().fold(0u32, |n, &d| n * 10 + u32::from(d - b'0')) <= 65535
+        [b':', port @ ..] if port.len() <= 5 => {
+            let (mut n, mut digits) = (0u32, true);
+            for &d in port {
+                digits &= d.is_ascii_digit();
+                n = n * 10 + u32::from(d.wrapping_sub(b'0'));
+            }
+            digits && n <= 65535 && (!require_port || !port.is_empty())
         }
         _ => false,
     };

@@ -16,10 +16,8 @@ use crate::config::DynamicConfig;
 use crate::{Host, Shared};
 use eventloop::{Connection, Dynamic, EventLoop};
 use gearshift_core::knobs::Spec;
-use rustix::fd::{AsFd, OwnedFd};
 use std::net::TcpListener;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 /// Most event loops at once (bounds the knob).
@@ -40,83 +38,9 @@ impl EventEngine {
     }
 }
 
-/// How loops reach each other: connections handed over, the retire order, statistics.
-pub(super) struct Mailbox {
-    conns: Mutex<Vec<Connection>>,
-    waker: Arc<OwnedFd>,
-    retire: AtomicBool,
-    open: AtomicUsize,
-    /// Connections of this loop away in the dynamic pool (draining waits for them).
-    away: AtomicUsize,
-}
-
-impl Mailbox {
-    fn new(waker: Arc<OwnedFd>) -> Mailbox {
-        Mailbox {
-            conns: Mutex::new(Vec::new()),
-            waker,
-            retire: AtomicBool::new(false),
-            open: AtomicUsize::new(0),
-            away: AtomicUsize::new(0),
-        }
-    }
-
-    fn wake(&self) {
-        let _ = rustix::io::write(self.waker.as_fd(), &1u64.to_ne_bytes());
-    }
-}
-
-/// The live loops, by worker id.
-pub(super) struct Registry {
-    slots: Mutex<Vec<Option<Arc<Mailbox>>>>,
-}
-
-impl Registry {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Option<Arc<Mailbox>>>> {
-        self.slots.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn put(&self, id: usize, m: Arc<Mailbox>) {
-        self.lock()[id] = Some(m);
-    }
-
-    fn remove(&self, id: usize) {
-        self.lock()[id] = None;
-    }
-
-    /// The surviving loop with the fewest connections, other than `id`.
-    fn heir(&self, id: usize) -> Option<Arc<Mailbox>> {
-        self.lock()
-            .iter()
-            .enumerate()
-            .filter_map(|(i, m)| {
-                m.as_ref()
-                    .filter(|m| i != id && !m.retire.load(Ordering::SeqCst))
-            })
-            .min_by_key(|m| m.open.load(Ordering::Relaxed))
-            .cloned()
-    }
-
-    /// Ids of loops not told to retire.
-    fn live(&self) -> Vec<usize> {
-        self.lock()
-            .iter()
-            .enumerate()
-            .filter(|(_, m)| m.as_ref().is_some_and(|m| !m.retire.load(Ordering::SeqCst)))
-            .map(|(i, _)| i)
-            .collect()
-    }
-
-    fn stats(&self) -> serde_json::Value {
-        let per: Vec<usize> = self
-            .lock()
-            .iter()
-            .flatten()
-            .map(|m| m.open.load(Ordering::Relaxed))
-            .collect();
-        serde_json::json!({ "workers": self.live().len(), "connections": per.iter().sum::<usize>(), "per_worker": per })
-    }
-}
+/// A loop's mailbox and the registry of loops (`loops.rs`), holding event connections.
+type Mailbox = crate::loops::Mailbox<Connection>;
+type Registry = crate::loops::Registry<Connection>;
 
 impl super::Engine for EventEngine {
     fn name(&self) -> &'static str {
@@ -135,9 +59,7 @@ impl super::Engine for EventEngine {
     ) -> std::io::Result<()> {
         listener.set_nonblocking(true)?;
         let listener = Arc::new(listener);
-        let registry = Arc::new(Registry {
-            slots: Mutex::new(vec![None; MAX_WORKERS]),
-        });
+        let registry = Arc::new(Registry::new(MAX_WORKERS));
         let stats = registry.clone();
         shared.set_engine("event", Box::new(move || stats.stats()));
         shared.knobs.define(
@@ -216,24 +138,12 @@ impl Loops {
 
 /// Start loops in free slots up to `target`, or tell the highest surplus loops to retire.
 fn resize(target: usize, handles: &mut [Option<JoinHandle<()>>], loops: &Loops) {
-    let registry = &loops.registry;
-    let live = registry.live();
-    if live.len() > target {
-        let slots = registry.lock();
-        for &id in live.iter().rev().take(live.len() - target) {
-            if let Some(m) = &slots[id] {
-                m.retire.store(true, Ordering::SeqCst);
-                m.wake();
-            }
-        }
-        return;
-    }
-    let mut missing = target - live.len();
+    let mut missing = loops.registry.retire_above(target);
     for (id, slot) in handles.iter_mut().enumerate() {
         if missing == 0 {
             break;
         }
-        if slot.is_none() && registry.lock()[id].is_none() {
+        if slot.is_none() && loops.registry.is_free(id) {
             match loops.spawn(id) {
                 Ok(h) => {
                     *slot = Some(h);

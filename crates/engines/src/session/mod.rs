@@ -163,7 +163,9 @@ impl Session {
             if self.close_after_write {
                 return (pos, Stop::Close);
             }
-            if out.remaining() > MAX_QUEUED {
+            // (Summing the queued pieces costs more than a small request's parse: only when
+            // there is input left to answer.)
+            if pos < input.len() && out.remaining() > MAX_QUEUED {
                 return (pos, Stop::OutputFull);
             }
             self.mark_head_start(input, pos, read_us);

@@ -3,10 +3,15 @@
 //! lock hold times to a hash-map probe; entries are `Arc`s so serving never holds a lock.
 //! Eviction is sampled LRU (as Redis does): on overflow the least recently used of a few
 //! sampled entries goes, which costs O(1) per insert and needs no list to maintain.
+//!
+//! A lookup hashes its key once (the shard comes from the same hash as the probe, through
+//! hashbrown's `HashTable`) with foldhash instead of SipHash twice: this is on every static
+//! request's path. Keys are paths of files that exist (nothing else is cached), so clients
+//! cannot choose colliding keys; the hasher is seeded per cache all the same.
 
 use crate::files::entry::Entry;
-use std::collections::HashMap;
-use std::hash::{BuildHasher, RandomState};
+use hashbrown::{DefaultHashBuilder, HashTable};
+use std::hash::BuildHasher;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
@@ -15,13 +20,20 @@ const SAMPLE: usize = 8;
 
 #[derive(Default)]
 struct Shard {
-    map: HashMap<Vec<u8>, Arc<Entry>>,
+    map: HashTable<(Vec<u8>, Arc<Entry>)>,
     bytes: u64,
+}
+
+impl Shard {
+    fn remove(&mut self, hash: u64, key: &[u8]) -> Option<Arc<Entry>> {
+        let found = self.map.find_entry(hash, |(k, _)| k == key).ok()?;
+        Some(found.remove().0 .1)
+    }
 }
 
 pub struct Cache {
     shards: Vec<Mutex<Shard>>,
-    hasher: RandomState,
+    hasher: DefaultHashBuilder,
     max_bytes: u64,
     max_entries: usize,
 }
@@ -30,20 +42,22 @@ impl Cache {
     pub fn new(max_bytes: u64, max_entries: usize) -> Cache {
         Cache {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
-            hasher: RandomState::new(),
+            hasher: DefaultHashBuilder::default(),
             max_bytes: (max_bytes / SHARDS as u64).max(1),
             max_entries: max_entries.div_ceil(SHARDS).max(1),
         }
     }
 
-    fn shard(&self, key: &[u8]) -> &Mutex<Shard> {
-        let h = self.hasher.hash_one(key) as usize;
-        &self.shards[h % SHARDS]
+    /// The key's hash and its shard (chosen by the high bits: the table probes with the low).
+    fn shard(&self, key: &[u8]) -> (u64, &Mutex<Shard>) {
+        let h = self.hasher.hash_one(key);
+        (h, &self.shards[(h >> 58) as usize % SHARDS])
     }
 
     pub fn get(&self, key: &[u8]) -> Option<Arc<Entry>> {
-        let shard = self.shard(key).lock().unwrap_or_else(|p| p.into_inner());
-        shard.map.get(key).cloned()
+        let (h, shard) = self.shard(key);
+        let shard = shard.lock().unwrap_or_else(|p| p.into_inner());
+        shard.map.find(h, |(k, _)| k == key).map(|(_, e)| e.clone())
     }
 
     /// Insert (replacing any older version), evicting to stay within bounds. An entry larger
@@ -54,10 +68,15 @@ impl Cache {
             self.remove(&key);
             return;
         }
-        let mut shard = self.shard(&key).lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(old) = shard.map.insert(key, entry) {
+        let (h, shard) = self.shard(&key);
+        let mut shard = shard.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(old) = shard.remove(h, &key) {
             shard.bytes -= old.weight();
         }
+        let hasher = &self.hasher;
+        shard
+            .map
+            .insert_unique(h, (key, entry), |(k, _)| hasher.hash_one(k));
         shard.bytes += weight;
         while shard.bytes > self.max_bytes || shard.map.len() > self.max_entries {
             let victim = shard
@@ -68,7 +87,7 @@ impl Cache {
                 .map(|(k, _)| k.clone());
             match victim {
                 Some(k) => {
-                    if let Some(e) = shard.map.remove(&k) {
+                    if let Some(e) = shard.remove(self.hasher.hash_one(&k), &k) {
                         shard.bytes -= e.weight();
                     }
                 }
@@ -78,8 +97,9 @@ impl Cache {
     }
 
     pub fn remove(&self, key: &[u8]) {
-        let mut shard = self.shard(key).lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(old) = shard.map.remove(key) {
+        let (h, shard) = self.shard(key);
+        let mut shard = shard.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(old) = shard.remove(h, key) {
             shard.bytes -= old.weight();
         }
     }
@@ -166,7 +186,7 @@ mod tests {
         let mut keys = Vec::new();
         for i in 0..10_000u64 {
             let k = i.to_le_bytes().to_vec();
-            if std::ptr::eq(c.shard(&k), c.shard(b"probe")) {
+            if std::ptr::eq(c.shard(&k).1, c.shard(b"probe").1) {
                 keys.push(k);
                 if keys.len() == 2 {
                     break;

@@ -167,15 +167,19 @@ impl StaticFiles {
 
     /// The entry for a request path, choosing a precompressed variant when accepted.
     fn find(&self, mapped: &MappedPath, accept: Option<&[u8]>, now: u64) -> Found {
-        let mut key = mapped.rel.clone();
-        if mapped.trailing_slash {
-            key.push(b'/');
-        }
-        let ident = match self.cached(&key, now) {
+        // The key is the mapped path itself, copied only to be stored or extended.
+        let with_slash;
+        let key: &[u8] = if mapped.trailing_slash {
+            with_slash = [&mapped.rel[..], b"/"].concat();
+            &with_slash
+        } else {
+            &mapped.rel
+        };
+        let ident = match self.cached(key, now) {
             Some(e) => e,
             None => match self.load(mapped, now) {
                 Found::Entry(e) => {
-                    self.remember(key.clone(), &e);
+                    self.remember(key.to_vec(), &e);
                     e
                 }
                 other => return other,
@@ -188,6 +192,7 @@ impl StaticFiles {
         if coding == Coding::Identity {
             return Found::Entry(ident);
         }
+        let mut key = key.to_vec();
         key.push(0);
         key.extend_from_slice(coding.suffix().as_bytes());
         if let Some(e) = self.cached(&key, now) {
@@ -285,13 +290,13 @@ impl StaticFiles {
             if mapped.trailing_slash {
                 return Found::Error(404);
             }
-            return self.build(mapped.rel.clone(), file, meta, now);
+            return self.build(mapped.rel.to_vec(), file, meta, now);
         }
         if !mapped.trailing_slash {
             return Found::Redirect;
         }
         for index in &self.cfg.index {
-            let mut rel = mapped.rel.clone();
+            let mut rel = mapped.rel.to_vec();
             if !rel.is_empty() {
                 rel.push(b'/');
             }

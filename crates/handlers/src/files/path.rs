@@ -13,6 +13,8 @@
 //!
 //! Segments are raw bytes: names need not be UTF-8.
 
+use std::borrow::Cow;
+
 /// How request paths are restricted beyond the always-on traversal checks.
 #[derive(Clone, Copy, Debug)]
 pub struct PathPolicy {
@@ -24,10 +26,11 @@ pub struct PathPolicy {
 
 /// A request path mapped below the document root.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MappedPath {
+pub struct MappedPath<'a> {
     /// Decoded segments joined by `/`, without a leading slash; empty for the
     /// root. Never contains an empty, `.` or `..` segment, nor a NUL byte.
-    pub rel: Vec<u8>,
+    /// Borrowed from the request when nothing had to be decoded or removed.
+    pub rel: Cow<'a, [u8]>,
     /// Whether the normalised path ended with `/` (always true for the root).
     pub trailing_slash: bool,
 }
@@ -44,12 +47,20 @@ pub enum PathError {
 
 /// Maps the still-percent-encoded path of a request target (`raw`, which must
 /// start with `/` and carry no query) to a relative path below the root.
-pub fn map_path(raw: &[u8], policy: &PathPolicy) -> Result<MappedPath, PathError> {
+pub fn map_path<'a>(raw: &'a [u8], policy: &PathPolicy) -> Result<MappedPath<'a>, PathError> {
     let rest = match raw.split_first() {
         Some((b'/', rest)) => rest,
         _ => return Err(PathError::BadRequest("path must start with '/'")),
     };
 
+    if let Some(plain) = plain_path(rest) {
+        return Ok(plain);
+    }
+    map_general(rest, policy)
+}
+
+/// `map_path` for any path (after its leading `/`).
+fn map_general(rest: &[u8], policy: &PathPolicy) -> Result<MappedPath<'static>, PathError> {
     // Phase 1: decode every segment. Malformed input (400) wins over an
     // encoded slash (404), whatever their order in the path.
     let mut decoded: Vec<Vec<u8>> = Vec::new();
@@ -98,7 +109,38 @@ pub fn map_path(raw: &[u8], policy: &PathPolicy) -> Result<MappedPath, PathError
     }
 
     Ok(MappedPath {
-        rel: out.join(&b'/'),
+        rel: Cow::Owned(out.join(&b'/')),
+        trailing_slash,
+    })
+}
+
+/// The common case without the general machinery (this runs on every static request): a
+/// path of ordinary segments (none empty, none starting with `.`, no `%` escape, no NUL), maybe
+/// ending with `/`, maps to itself, borrowed. Anything else gives `None` and takes
+/// the general path, which gives the same answer for these.
+fn plain_path(rest: &[u8]) -> Option<MappedPath<'_>> {
+    let (body, trailing_slash) = match rest.strip_suffix(b"/") {
+        Some(body) => (body, true),
+        None => (rest, false),
+    };
+    if body.is_empty() {
+        return None;
+    }
+    let mut seg_start = true;
+    for &b in body {
+        match b {
+            b'%' | 0 => return None,
+            b'.' if seg_start => return None,
+            b'/' if seg_start => return None, // an empty segment
+            _ => {}
+        }
+        seg_start = b == b'/';
+    }
+    if seg_start {
+        return None; // ends with "//"
+    }
+    Some(MappedPath {
+        rel: Cow::Borrowed(body),
         trailing_slash,
     })
 }
@@ -166,6 +208,47 @@ pub fn encode_path(rel: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_plain_path_maps_as_the_general_one() {
+        let hidden = super::PathPolicy {
+            allow_hidden: false,
+        };
+        for p in [
+            "a",
+            "a/",
+            "a/b.txt",
+            "dir/sub/",
+            "a.b/c",
+            "x-y_z~1/f",
+            "a//b",
+            "a/",
+            "a//",
+            "./a",
+            "a/./b",
+            "a/../b",
+            "a/.git",
+            ".well-known/x",
+            "a%2Fb",
+            "a%41",
+            "%",
+            "a/b/",
+        ] {
+            let general = super::map_general(p.as_bytes(), &hidden);
+            if let Some(plain) = super::plain_path(p.as_bytes()) {
+                assert_eq!(Ok(plain), general, "{p}");
+            }
+            assert_eq!(
+                super::map_path(format!("/{p}").as_bytes(), &hidden),
+                general,
+                "{p}"
+            );
+        }
+        assert!(
+            super::plain_path(b"a/b.txt").is_some(),
+            "the common case takes the plain path"
+        );
+    }
+
     use super::*;
     use proptest::prelude::*;
 
@@ -174,14 +257,14 @@ mod tests {
     };
     const OPEN: PathPolicy = PathPolicy { allow_hidden: true };
 
-    fn ok(rel: &[u8], trailing_slash: bool) -> Result<MappedPath, PathError> {
+    fn ok(rel: &[u8], trailing_slash: bool) -> Result<MappedPath<'_>, PathError> {
         Ok(MappedPath {
-            rel: rel.to_vec(),
+            rel: rel.to_vec().into(),
             trailing_slash,
         })
     }
 
-    fn bad() -> Result<MappedPath, PathError> {
+    fn bad() -> Result<MappedPath<'static>, PathError> {
         Err(PathError::BadRequest(""))
     }
 

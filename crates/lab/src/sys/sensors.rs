@@ -295,7 +295,10 @@ mod tests {
             for _ in 0..10_000 {
                 x = x.wrapping_mul(31).wrapping_add(7);
             }
-            assert!(t0.elapsed() < std::time::Duration::from_secs(20), "no CPU in 20 s");
+            assert!(
+                t0.elapsed() < std::time::Duration::from_secs(20),
+                "no CPU in 20 s"
+            );
         }
         assert!(x != 1);
         let s = sample_tree(me);

@@ -31,7 +31,7 @@ fn num(v: &Value, key: &str) -> Option<f64> {
 
 /// Busy and idle workers at the sample from an engine's `/status` statistics. Engines
 /// whose workers exist only while serving (`threads`) count the unused capacity as idle;
-/// the `event` engine's "busy" are its open connections (its loops are never idle).
+/// the `event` and `uring` engines' "busy" are their open connections (their loops are never idle).
 pub(super) fn workers(engine: &str, stats: &Value) -> (f64, f64) {
     let busy = num(stats, "busy").unwrap_or(0.0);
     match engine {
@@ -44,7 +44,7 @@ pub(super) fn workers(engine: &str, stats: &Value) -> (f64, f64) {
             (num(stats, "max_threads").unwrap_or(0.0) - busy).max(0.0),
         ),
         "worker" => (busy, (num(stats, "threads").unwrap_or(0.0) - busy).max(0.0)),
-        "event" => (num(stats, "connections").unwrap_or(0.0), 0.0),
+        "event" | "uring" => (num(stats, "connections").unwrap_or(0.0), 0.0),
         "staged" => {
             let p = &stats["stages"]["process"];
             (num(p, "busy").unwrap_or(0.0), num(p, "idle").unwrap_or(0.0))

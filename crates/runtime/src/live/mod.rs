@@ -98,7 +98,7 @@ pub fn knob_map(engine: &str) -> &'static [(&'static str, &'static str)] {
             (MIN_SPARE, "min_spare_threads"),
             (MAX_SPARE, "max_spare_threads"),
         ],
-        "event" => &[(MC, "workers")],
+        "event" | "uring" => &[(MC, "workers")],
         "staged" => &[
             ("threads_accept", "accept_threads"),
             ("threads_receive", "receive_threads"),

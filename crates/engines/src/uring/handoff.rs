@@ -1,0 +1,186 @@
+//! uring connections leaving their loop and coming back, kept apart from worker.rs so the
+//! loop stays readable. A connection leaves only once nothing of it is in flight (its
+//! multishot receive cancelled, its output sent), so it moves whole as a plain descriptor
+//! and session: to the blocking pool for a dynamic exchange (CGI, the work endpoint, the
+//! proxy, FastCGI: the event engine's hand-off, `exchange::run`), or to a surviving loop
+//! when its own retires. Also draining and the deadlines of the timer sweep.
+
+use super::conn::{Connection, Leave};
+use super::worker::UringLoop;
+use super::{Mailbox, Registry};
+use crate::session::Stop;
+use crate::session::ThreadCtx;
+use crate::shared::Shared;
+use gearshift_handlers::Service;
+use gearshift_http::Phase;
+use rustix::fd::AsFd;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// A connection away in the dynamic pool, and the loop it came from.
+pub(in crate::uring) struct Dynamic {
+    conn: Connection,
+    home: Arc<Mailbox>,
+    registry: Arc<Registry>,
+    shared: Arc<Shared>,
+    id: usize,
+}
+
+/// Dynamic-pool side: run the exchange (blocking), then give the connection back to its
+/// loop (or, if that loop retired meanwhile, to a survivor), which resumes it with any
+/// pipelined input.
+pub(in crate::uring) fn run_dynamic(d: Dynamic, w: &mut ThreadCtx) {
+    let Dynamic {
+        mut conn,
+        home,
+        registry,
+        shared,
+        id,
+    } = d;
+    let c = &mut conn;
+    let mut input = std::mem::take(&mut c.session.inbuf);
+    crate::exchange::run(c.fd.as_fd(), &mut c.session, &mut input, &shared, w);
+    c.session.inbuf = input;
+    let dest = match home.retire.load(Ordering::SeqCst) {
+        true => registry.heir(id).unwrap_or_else(|| home.clone()),
+        false => home.clone(),
+    };
+    dest.deliver([conn]);
+    home.away.fetch_sub(1, Ordering::SeqCst);
+}
+
+impl UringLoop {
+    /// Move a connection with nothing in flight out of this loop.
+    pub(super) fn depart(&mut self, k: usize, how: Leave) {
+        let c = self.conns.remove(k);
+        match how {
+            Leave::Migrate => match self.registry.heir(self.id) {
+                Some(heir) => heir.deliver([c]),
+                None => {
+                    self.adopt_one(c); // no survivor after all: stay
+                }
+            },
+            Leave::Dynamic => {
+                self.mailbox.away.fetch_add(1, Ordering::SeqCst);
+                let d = Dynamic {
+                    conn: c,
+                    home: self.mailbox.clone(),
+                    registry: self.registry.clone(),
+                    shared: self.shared.clone(),
+                    id: self.id,
+                };
+                if let Err(d) = self.dynamic.submit(d) {
+                    self.mailbox.away.fetch_sub(1, Ordering::SeqCst);
+                    tracing::warn!(worker = self.id, "dynamic pool full: 503");
+                    let mut c = d.conn;
+                    c.session.refuse_dynamic(503, &mut self.w, &mut self.batch);
+                    let k = self.adopt_one(c);
+                    self.after(k, Stop::Close);
+                }
+            }
+        }
+    }
+
+    /// Take a connection into this loop: receive on it, and go on where it stopped.
+    fn adopt_one(&mut self, mut c: Connection) -> usize {
+        c.leaving = None; // arrived (a migrated connection still said where it was going)
+        let k = self.conns.insert(c);
+        self.arm_recv(k);
+        k
+    }
+
+    /// Take over connections handed to this loop (back from the dynamic pool, or from a
+    /// retiring loop).
+    pub(super) fn adopt(&mut self, svc: &Service) {
+        for c in self.mailbox.take() {
+            let k = self.adopt_one(c);
+            self.resume(k, svc);
+        }
+    }
+
+    /// Retiring: stop accepting and move every connection to a surviving loop. True once
+    /// all are gone; false (and the loop goes on) while some are on their way or no loop
+    /// can take them.
+    pub(super) fn retire(&mut self) -> bool {
+        if self.registry.heir(self.id).is_none() {
+            return false;
+        }
+        self.stop_accepting();
+        let keys: Vec<usize> = self.conns.iter().map(|(k, _)| k).collect();
+        for k in keys {
+            if self.conns[k].leaving.is_none() && !self.conns[k].is_closing() {
+                self.leave(k, Leave::Migrate);
+                self.finish(k);
+            }
+        }
+        if !self.conns.is_empty() || self.mailbox.away.load(Ordering::SeqCst) > 0 {
+            return false;
+        }
+        // Anything delivered here meanwhile goes on to the survivor.
+        let late = self.mailbox.take();
+        if late.is_empty() {
+            return true;
+        }
+        match self.registry.heir(self.id) {
+            Some(heir) => {
+                heir.deliver(late);
+                true
+            }
+            None => {
+                late.into_iter().for_each(|c| {
+                    self.adopt_one(c);
+                });
+                false
+            }
+        }
+    }
+
+    /// Stop accepting, close idle connections; true once nothing is left or time is up.
+    pub(super) fn drain(&mut self) -> bool {
+        if self.accepting {
+            self.stop_accepting();
+            self.w.draining = true;
+        }
+        let idle: Vec<usize> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.is_idle() && c.session.http.phase() == Phase::Idle)
+            .map(|(k, _)| k)
+            .collect();
+        for k in idle {
+            self.close(k);
+        }
+        (self.conns.is_empty() && self.mailbox.away.load(Ordering::SeqCst) == 0)
+            || self.w.now_ms >= self.shared.life.drain_deadline_ms.load(Ordering::SeqCst)
+    }
+
+    /// Apply deadlines: header/body/keep-alive read timeouts, send timeouts, lingering.
+    pub(super) fn sweep(&mut self) {
+        let now = self.w.now_ms;
+        let expired: Vec<usize> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| !c.closing && c.leaving.is_none())
+            .filter(|(_, c)| {
+                now >= match c.lingering || !c.out.is_empty() {
+                    true => c.deadline_ms,
+                    false => c.session.http.read_deadline(),
+                }
+            })
+            .map(|(k, _)| k)
+            .collect();
+        for k in expired {
+            let c = &mut self.conns[k];
+            if !c.lingering
+                && c.out.is_empty()
+                && c.session.http.phase() == Phase::Head
+                && !c.session.close_after_write
+            {
+                c.session.timeout_response(&self.w, &mut self.batch);
+                self.after(k, Stop::Close);
+            } else {
+                self.close(k);
+            }
+        }
+    }
+}
