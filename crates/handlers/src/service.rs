@@ -41,6 +41,9 @@ pub struct Service {
     pub timeouts: Timeouts,
     /// Requests per keep-alive connection before it is closed.
     pub keepalive_requests: u64,
+    /// Connections the server holds at once (`http.max_connections`; 0 = sized from the
+    /// descriptor limit): read by the engines when they start.
+    pub max_connections: usize,
     /// None when the access log is off.
     pub log: Option<Arc<Sink>>,
     pub log_format: LogFormat,
@@ -100,6 +103,7 @@ impl Service {
             limits: config.http.limits(),
             timeouts: config.http.timeouts(),
             keepalive_requests: config.http.keepalive_requests,
+            max_connections: config.http.max_connections,
             log_format: config.log.format,
             log_access: config.log.access.clone(),
             files,

@@ -46,9 +46,14 @@ pub fn serve(
     on_start: impl FnOnce(&Started),
 ) -> Result<(), String> {
     config.validate()?;
+    // Descriptors: the soft limit up to the hard one (the connection cap and the cache's
+    // descriptors are sized against it); panics logged at a bounded rate.
+    let nofile = gearshift_engines::limits::raise_nofile();
+    gearshift_engines::guard::install_hook();
     let signals = Signals::install().map_err(|e| format!("signals: {e}"))?;
     let addr = config.listen_addr()?;
     let listener = bind(addr)?;
+    gearshift_engines::limits::defer_accept(&listener);
     let admin = match config.admin.as_str() {
         "" => None,
         a => Some(admin::Admin::bind(a)?),
@@ -57,6 +62,12 @@ pub fn serve(
     let engine = gearshift_engines::build(&config.engines())?;
     let service = Service::new(config.service(), None)?;
     let shared = Arc::new(Shared::new(service, config.shutdown_timeout_ms));
+    gearshift_core::ratelog::set_guard(shared.counters.guard());
+    tracing::debug!(
+        nofile,
+        connections = gearshift_engines::limits::connection_cap(config.http.max_connections, nofile),
+        "descriptor limit"
+    );
     let state = State::new(&config.listen);
     // The sampler reads the listener's accept queue (TCP_INFO) until the server drains.
     let probe = std::os::fd::AsRawFd::as_raw_fd(&listener);

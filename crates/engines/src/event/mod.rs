@@ -66,6 +66,13 @@ impl Mailbox {
     }
 }
 
+/// The engine's connection cap and count (all loops together) and its accept back-off.
+pub(super) struct Limits {
+    pub(super) cap: usize,
+    pub(super) open: AtomicUsize,
+    pub(super) acceptor: crate::limits::Acceptor,
+}
+
 /// The live loops, by worker id.
 pub(super) struct Registry {
     slots: Mutex<Vec<Option<Arc<Mailbox>>>>,
@@ -156,11 +163,20 @@ impl super::Engine for EventEngine {
             shared.clone(),
             Box::new(eventloop::run_dynamic),
         );
+        let cap = crate::limits::connection_cap(
+            shared.service.load().max_connections,
+            crate::limits::nofile(),
+        );
         let loops = Loops {
             listener,
             shared: shared.clone(),
             registry: registry.clone(),
             dynamic: dynamic.clone(),
+            limits: Arc::new(Limits {
+                cap,
+                open: AtomicUsize::new(0),
+                acceptor: crate::limits::Acceptor::new(),
+            }),
         };
         let mut handles: Vec<Option<JoinHandle<()>>> = (0..MAX_WORKERS).map(|_| None).collect();
         for (id, slot) in handles.iter_mut().enumerate().take(self.workers) {
@@ -197,6 +213,7 @@ struct Loops {
     shared: Arc<Shared>,
     registry: Arc<Registry>,
     dynamic: Arc<crate::blocking_pool::BlockingPool<Dynamic>>,
+    limits: Arc<Limits>,
 }
 
 impl Loops {
@@ -207,10 +224,19 @@ impl Loops {
             self.shared.clone(),
             self.registry.clone(),
             self.dynamic.clone(),
+            self.limits.clone(),
         )?;
-        std::thread::Builder::new()
-            .name(format!("event-{id}"))
-            .spawn(move || w.run())
+        let (shared, registry, limits) =
+            (self.shared.clone(), self.registry.clone(), self.limits.clone());
+        crate::limits::spawn_thread(&format!("event-{id}"), self.shared.counters, move || {
+            // A panic outside any one connection's handling ends the loop (its connections
+            // close): it leaves the registry, and the master starts a new one (`resize`).
+            if crate::guard::catch(&shared, || w.run()).is_none() {
+                registry.remove(id);
+                limits.open.fetch_sub(w.connections(), Ordering::Relaxed);
+                tracing::error!("event loop {id} died; starting another");
+            }
+        })
     }
 }
 

@@ -123,6 +123,8 @@ struct Pipeline {
     senders: Crew,
     handles: Mutex<Vec<JoinHandle<()>>>,
     serial: AtomicUsize,
+    /// accept(2) with its back-off, shared by the accept threads.
+    acceptor: crate::limits::Acceptor,
     /// Monitor samples (older, newer), at least `live::WINDOW_NS` apart once the server
     /// has run that long: `/status` measures rates and utilisation from the older one.
     window: Mutex<(Snapshot, Snapshot)>,
@@ -178,6 +180,7 @@ impl StagedEngine {
             senders: Crew::default(),
             handles: Mutex::new(Vec::new()),
             serial: AtomicUsize::new(0),
+            acceptor: crate::limits::Acceptor::new(),
             window: Mutex::default(),
         };
         for (s, n) in Stage::ALL.iter().zip(counts) {

@@ -16,7 +16,8 @@ use crate::shared::Shared;
 use gearshift_core::defaults::READ_BUF;
 use gearshift_core::lifecycle::unix_now;
 use gearshift_handlers::Service;
-use gearshift_http::Phase;
+use gearshift_core::metrics::Slow;
+use gearshift_http::{Phase, SlowReason};
 use rustix::event::epoll::{self, EventData, EventFlags, EventVec};
 use rustix::fd::{AsFd, OwnedFd};
 use rustix::io::Errno;
@@ -443,6 +444,15 @@ impl Receiver {
             .collect();
         for k in expired {
             if let Some(Slot::Here(c)) = self.slots.get_mut(k) {
+                if !self.past_deadline && !self.draining && !c.lingering {
+                    let guard = self.shared.counters.guard();
+                    match c.session.http.slow_reason() {
+                        SlowReason::FirstByte => guard.slow(Slow::FirstByte),
+                        SlowReason::Head => guard.slow(Slow::Head),
+                        SlowReason::Body => guard.slow(Slow::Body),
+                        SlowReason::KeepAlive => {}
+                    }
+                }
                 if !self.past_deadline && !c.lingering && c.session.http.phase() == Phase::Head {
                     c.session.timeout_response(&self.w, &mut c.out);
                     let _ = c.out.write(c.fd.as_fd());

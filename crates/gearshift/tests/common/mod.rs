@@ -3,12 +3,15 @@
 //! test can hang. Only std (plus libc for signals).
 #![allow(dead_code)]
 
+mod attack;
 mod checked;
 mod client;
 mod date;
 mod procs;
 mod upstream;
 
+#[allow(unused_imports)]
+pub use attack::*;
 #[allow(unused_imports)]
 pub use checked::*;
 #[allow(unused_imports)]
@@ -35,8 +38,10 @@ mod leaks;
 #[allow(unused_imports)]
 pub use leaks::*;
 
-pub fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_gearshift")
+/// The binary under test; GEARSHIFT_TEST_BIN names another (say, a build of an older
+/// commit, to show what a test catches there).
+pub fn bin() -> String {
+    std::env::var("GEARSHIFT_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_gearshift").into())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -331,7 +336,19 @@ pub fn launch(
     env: &[(&str, &str)],
     cwd: Option<&Path>,
 ) -> Result<Server, LaunchError> {
-    let mut child = command(args, env, cwd).spawn().expect("spawn gearshift");
+    launch_with(args, env, cwd, |_| {})
+}
+
+/// `launch`, with the command adjusted by `tweak` first (say, a `pre_exec` setting limits).
+pub fn launch_with(
+    args: &[String],
+    env: &[(&str, &str)],
+    cwd: Option<&Path>,
+    tweak: impl FnOnce(&mut Command),
+) -> Result<Server, LaunchError> {
+    let mut cmd = command(args, env, cwd);
+    tweak(&mut cmd);
+    let mut child = cmd.spawn().expect("spawn gearshift");
     let stdout_pipe = child.stdout.take().unwrap();
     let stderr = collect(child.stderr.take().unwrap());
     let stdout = Arc::new(Mutex::new(Vec::new()));

@@ -212,7 +212,15 @@ impl Cgi {
             } else {
                 let (group, feed) = (running.group.clone(), &feed);
                 let body = &mut *body;
-                s.spawn(move || feed_body(body, stdin, &group, feed));
+                // No thread to be had (EAGAIN, a pids limit): 503, not a panic.
+                let feeder = std::thread::Builder::new()
+                    .name("cgi-body".into())
+                    .spawn_scoped(s, move || feed_body(body, stdin, &group, feed));
+                if feeder.is_err() {
+                    running.kill();
+                    drop(running);
+                    return Served::Done(out.error(503, &[], false));
+                }
             }
             let served = self.respond(&mut running, head, out, &feed);
             if matches!(served, Served::Done(_)) && out.broken {

@@ -215,14 +215,23 @@ impl FastCgi {
             let (feed, send_ms) = (&feed, self.send_timeout_ms);
             if let Some(file) = spooled {
                 if !none {
-                    s.spawn(move || feed_body(Source::Spooled(file), sink, id, send_ms, feed));
+                    let f = move || feed_body(Source::Spooled(file), sink, id, send_ms, feed);
+                    if std::thread::Builder::new().spawn_scoped(s, f).is_err() {
+                        // No thread to be had: the body cannot be fed; the request fails.
+                        feed.store(FEED_GONE, Ordering::SeqCst);
+                        sink.stop();
+                    }
                 }
             } else if !none {
                 if client.send_continue().is_err() {
                     feed.store(FEED_GONE, Ordering::SeqCst);
                     sink.stop();
                 } else {
-                    s.spawn(move || feed_body(Source::Client(client), sink, id, send_ms, feed));
+                    let f = move || feed_body(Source::Client(client), sink, id, send_ms, feed);
+                    if std::thread::Builder::new().spawn_scoped(s, f).is_err() {
+                        feed.store(FEED_GONE, Ordering::SeqCst);
+                        sink.stop();
+                    }
                 }
             }
             let mut ex = Exchange {
