@@ -32,6 +32,9 @@ pub struct HttpConfig {
     /// Connections the server holds at once (all its workers together); beyond it new
     /// connections wait in the listen backlog. 0 = sized from the descriptor limit.
     pub max_connections: usize,
+    /// TCP_DEFER_ACCEPT seconds: a connection is accepted once it sends (or after about
+    /// this long); 0 = off.
+    pub defer_accept_s: u32,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -64,6 +67,7 @@ impl Default for HttpConfig {
             send_timeout_ms: t.send_ms,
             keepalive_requests: defaults::KEEPALIVE_REQUESTS,
             max_connections: defaults::MAX_CONNECTIONS,
+            defer_accept_s: defaults::DEFER_ACCEPT_S,
         }
     }
 }
@@ -90,7 +94,9 @@ impl HttpConfig {
         positive("http.body_rate_timeout_ms", h.body_rate_timeout_ms)?;
         positive("http.pressure_timeout_ms", h.pressure_timeout_ms)?;
         if h.header_timeout_max_ms < h.header_timeout_ms {
-            return Err("http.header_timeout_max_ms: must not be below http.header_timeout_ms".into());
+            return Err(
+                "http.header_timeout_max_ms: must not be below http.header_timeout_ms".into(),
+            );
         }
         positive("http.body_timeout_ms", h.body_timeout_ms)?;
         positive("http.send_timeout_ms", h.send_timeout_ms)?;

@@ -111,7 +111,11 @@ mod tests {
         let first: Vec<_> = (0..n + 1000).map(|_| l.allow_at(7)).collect();
         assert!(first[..n].iter().all(|a| *a == Some(0)));
         assert!(first[n..].iter().all(Option::is_none));
-        assert_eq!(l.allow_at(8), Some(1000), "the next second says what was held");
+        assert_eq!(
+            l.allow_at(8),
+            Some(1000),
+            "the next second says what was held"
+        );
         assert_eq!(l.allow_at(8), Some(0));
     }
 }

@@ -10,11 +10,11 @@
 
 use crate::front::Handoff;
 use crate::session::{Session, Stop, ThreadCtx};
-use gearshift_core::metrics::Slow;
-use gearshift_http::SlowReason;
 use crate::shared::Shared;
+use gearshift_core::metrics::Slow;
 use gearshift_core::output::{Batch, Flushed};
 use gearshift_http::Phase;
+use gearshift_http::SlowReason;
 use rustix::event::{poll, PollFd, PollFlags};
 use rustix::fd::{AsFd, OwnedFd};
 use rustix::io::Errno;
@@ -289,13 +289,7 @@ fn count_slow(shared: &Shared, session: &Session) {
 impl Runner {
     /// Give a connection waiting for input back to whoever parks it, its receive timeout
     /// reset, with the input not yet used (part of a head).
-    fn hand_back(
-        &mut self,
-        fd: OwnedFd,
-        session: &Session,
-        kept: Vec<u8>,
-        rcv_ms: u64,
-    ) -> Handoff {
+    fn hand_back(&mut self, fd: OwnedFd, session: &Session, kept: Vec<u8>, rcv_ms: u64) -> Handoff {
         if rcv_ms != TICK_MS {
             let _ = set_timeout(&fd, Timeout::Recv, TICK_MS);
         }
@@ -389,4 +383,3 @@ pub fn unix_now() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
 }
-

@@ -82,10 +82,7 @@ impl super::Engine for ForkEngine {
         shared.set_engine("fork", Box::new(move || process::stats(&stats)));
         listener.set_nonblocking(true)?;
         let reaper = Reaper::install()?;
-        let cap = limits::connection_cap(
-            shared.service.load().max_connections,
-            limits::nofile(),
-        );
+        let cap = limits::connection_cap(shared.service.load().max_connections, limits::nofile());
         let front = Front::new(&listener, cap, false)?;
         // Children pass connections back on `back_tx`; the master reads `back_rx`.
         let (back_rx, back_tx) = pass::pair()?;
@@ -213,6 +210,8 @@ impl Master {
             }
         }
         front.busy = self.children.live.len();
+        let pressure = front.ready_len() > 0;
+        self.children.board.header().set_pressure(pressure);
     }
 
     /// Fork a child for each ready connection, up to the burst and the child limit.
@@ -290,9 +289,10 @@ fn serve_one(
     slot.set_state(State::Busy);
     slot.add_connection();
     let mut w = Runner::new(shared);
-    let board = board.clone();
-    w.report_requests(Box::new(move |n| board.slot(i).add_requests(n)));
-    let linger = || LINGER_MS;
+    let header = board.header();
+    let counter = board.clone();
+    w.report_requests(Box::new(move |n| counter.slot(i).add_requests(n)));
+    let linger = || if header.pressure() { 0 } else { LINGER_MS };
     if let Some(h) = crate::guard::serve(shared, &mut w, h, &linger) {
         let _ = pass::send(back, h, false);
     }

@@ -469,7 +469,10 @@ fn deadline(p: &Pending, t: &gearshift_http::Timeouts, pressure: bool) -> (u64, 
     }
     let first = h.requests == 0;
     let (mut d, why) = match h.head_ms {
-        None if first => (h.since_ms.saturating_add(t.first_byte_ms), Slow::FirstByte),
+        None if first => (
+            h.since_ms.saturating_add(t.first_byte_wait()),
+            Slow::FirstByte,
+        ),
         // Idle between requests: not slow, but counted if pressure cuts it.
         None => (h.since_ms.saturating_add(t.keepalive_ms), Slow::Pressure),
         Some(head) => {

@@ -60,12 +60,15 @@ pub fn cache_fds(nofile: u64) -> usize {
     (defaults::CACHE_MAX_FDS as u64).min(nofile / 8) as usize
 }
 
-/// Set TCP_DEFER_ACCEPT on a listening socket (`DEFER_ACCEPT_S`): connections that send
-/// nothing stay in the kernel and cost no descriptor or worker.
+/// Set TCP_DEFER_ACCEPT on a listening socket (`http.defer_accept_s`; 0 leaves it off):
+/// connections that send nothing stay in the kernel and cost no descriptor or worker.
 /// By hand through libc: neither rustix 0.38 nor socket2 0.5 wraps this option.
-pub fn defer_accept(listener: &TcpListener) {
+pub fn defer_accept(listener: &TcpListener, secs: u32) {
     use std::os::fd::AsRawFd;
-    let secs = defaults::DEFER_ACCEPT_S as libc::c_int;
+    if secs == 0 {
+        return;
+    }
+    let secs = secs.min(i32::MAX as u32) as libc::c_int;
     // SAFETY: setsockopt on a socket we own, with a pointer to a live c_int and its size.
     let rc = unsafe {
         libc::setsockopt(
@@ -129,16 +132,12 @@ impl Acceptor {
         };
         match rustix::net::acceptfrom_with(listener.as_fd(), flags) {
             Ok((fd, addr)) => Accepted::Conn(fd, peer_of(addr)),
-            Err(Errno::INTR | Errno::AGAIN | Errno::CONNABORTED | Errno::PROTO) => {
-                Accepted::Empty
-            }
+            Err(Errno::INTR | Errno::AGAIN | Errno::CONNABORTED | Errno::PROTO) => Accepted::Empty,
             Err(e) => {
                 // EMFILE, ENFILE, ENOBUFS, ENOMEM: the queue stays as it is (the kernel
                 // keeps the connections); stop asking for a while.
-                self.paused_until_ms.store(
-                    now_ms() + defaults::ACCEPT_BACKOFF_MS,
-                    Ordering::Relaxed,
-                );
+                self.paused_until_ms
+                    .store(now_ms() + defaults::ACCEPT_BACKOFF_MS, Ordering::Relaxed);
                 counters.guard().accept_paused();
                 gearshift_core::warn_limited!(
                     "accept: {e}; not accepting for {} ms",
@@ -202,13 +201,22 @@ mod tests {
         listener.set_nonblocking(true).unwrap();
         let counters = Counters::new_shared();
         let a = Acceptor::new();
-        assert!(matches!(a.accept(&listener, true, counters), Accepted::Empty));
+        assert!(matches!(
+            a.accept(&listener, true, counters),
+            Accepted::Empty
+        ));
         let _client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         // Pretend the accept failed for want of descriptors.
         a.paused_until_ms.store(now_ms() + 300, Ordering::Relaxed);
-        assert!(matches!(a.accept(&listener, true, counters), Accepted::Paused));
+        assert!(matches!(
+            a.accept(&listener, true, counters),
+            Accepted::Paused
+        ));
         assert!(a.paused_for_ms() > 0 && a.paused_for_ms() <= 300);
         std::thread::sleep(std::time::Duration::from_millis(350));
-        assert!(matches!(a.accept(&listener, true, counters), Accepted::Conn(..)));
+        assert!(matches!(
+            a.accept(&listener, true, counters),
+            Accepted::Conn(..)
+        ));
     }
 }

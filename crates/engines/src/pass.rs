@@ -138,10 +138,7 @@ mod tests {
         let Received::Conn(got) = recv(b.as_fd(), &mut buf) else {
             panic!("nothing received");
         };
-        assert_eq!(
-            (got.requests, got.since_ms, got.head_ms),
-            (3, 77, Some(70))
-        );
+        assert_eq!((got.requests, got.since_ms, got.head_ms), (3, 77, Some(70)));
         assert_eq!(got.input, b"GET / HTTP/1.1\r\n");
         assert_eq!(got.peer, client.local_addr().unwrap());
         // The passed descriptor is the connection: what the client sends arrives on it.

@@ -141,10 +141,7 @@ impl super::Engine for PoolEngine {
         let mut handles = Vec::new();
         let mut generation = shared.knobs.generation();
         listener.set_nonblocking(true)?;
-        let cap = limits::connection_cap(
-            shared.service.load().max_connections,
-            limits::nofile(),
-        );
+        let cap = limits::connection_cap(shared.service.load().max_connections, limits::nofile());
         let returns = Arc::new(Returns::new()?);
         let acceptor = {
             let (pool, shared, returns) = (pool.clone(), shared.clone(), returns.clone());
@@ -197,7 +194,11 @@ fn run_front(
     loop {
         let svc = shared.service.load_full();
         let room = pool.lock().len() < pool.cap.load(Ordering::SeqCst);
-        let wait = if room && front.ready_len() > 0 { 0 } else { 100 };
+        let wait = if room && front.ready_len() > 0 {
+            0
+        } else {
+            100
+        };
         if !front.turn(listener, wait, shared, &svc).is_empty() {
             front.collect(returns, &svc, shared.now_ms());
         }

@@ -21,16 +21,16 @@
 
 use super::blocking::Runner;
 use super::fork::process::{self, Children, Exit, Reaper};
-use crate::front::{Front, LINGER_MS};
-use crate::limits;
-use crate::pass::{self, Received};
-use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use super::maintenance::{self, Action, Maintenance};
 use super::scoreboard::{Scoreboard, State};
 use crate::config::EngineConfig;
+use crate::front::{Front, LINGER_MS};
+use crate::limits;
+use crate::pass::{self, Received};
 use crate::{Host, Request, Shared};
 use gearshift_core::knobs::{KnobTable, Spec};
 use rustix::event::{poll, PollFd, PollFlags};
+use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::net::TcpListener;
 use std::sync::Arc;
 use std::time::Duration;
@@ -172,10 +172,7 @@ impl super::Engine for PreforkEngine {
         let stats = board.clone();
         shared.set_engine("prefork", Box::new(move || process::stats(&stats)));
         listener.set_nonblocking(true)?;
-        let cap = limits::connection_cap(
-            shared.service.load().max_connections,
-            limits::nofile(),
-        );
+        let cap = limits::connection_cap(shared.service.load().max_connections, limits::nofile());
         let front = Front::new(&listener, cap, false)?;
         // The master passes connections on `to_tx`, children take them from `to_rx` (a
         // blocking receive that gives up every tick); they pass them back on `back_tx`.
@@ -286,6 +283,10 @@ impl Master<'_> {
             }
         }
         front.busy = self.children.board.counts().busy;
+        self.children
+            .board
+            .header()
+            .set_pressure(front.ready_len() > 0);
     }
 
     /// Pass ready connections to idle children, one each.
@@ -542,7 +543,7 @@ fn child_main(
         };
         slot.set_state(State::Busy);
         slot.add_connection();
-        let linger = || LINGER_MS;
+        let linger = || if header.pressure() { 0 } else { LINGER_MS };
         if let Some(h) = crate::guard::serve(shared, &mut w, h, &linger) {
             let _ = pass::send(back_tx, h, false);
         }

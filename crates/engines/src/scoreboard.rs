@@ -90,9 +90,20 @@ pub struct Header {
     max_connections_per_child: AtomicU64,
     /// `worker` engine: KeepAliveTimeout of connections parked by children (live knob).
     keepalive_timeout_ms: AtomicU64,
+    /// `fork`, `prefork`: connections wait for a child in the master's head-reading
+    /// stage, so children hand connections back at once instead of lingering on them.
+    pressure: AtomicU32,
 }
 
 impl Header {
+    pub fn pressure(&self) -> bool {
+        self.pressure.load(Ordering::Relaxed) != 0
+    }
+
+    pub fn set_pressure(&self, on: bool) {
+        self.pressure.store(u32::from(on), Ordering::Relaxed);
+    }
+
     /// `worker` engine: how long a child's listener thread keeps an idle connection.
     pub fn keepalive_timeout_ms(&self) -> u64 {
         self.keepalive_timeout_ms.load(Ordering::Relaxed)

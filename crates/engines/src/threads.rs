@@ -75,10 +75,7 @@ impl super::Engine for ThreadsEngine {
             }),
         );
         listener.set_nonblocking(true)?;
-        let cap = limits::connection_cap(
-            shared.service.load().max_connections,
-            limits::nofile(),
-        );
+        let cap = limits::connection_cap(shared.service.load().max_connections, limits::nofile());
         let returns = Arc::new(Returns::new()?);
         let acceptor = {
             let shared = shared.clone();
@@ -121,7 +118,11 @@ fn run_front(
         let svc = shared.service.load_full();
         let room = slots.busy.load(Ordering::SeqCst) < slots.max.load(Ordering::SeqCst)
             && shared.now_ms() >= retry_at;
-        let wait = if room && front.ready_len() > 0 { 0 } else { 100 };
+        let wait = if room && front.ready_len() > 0 {
+            0
+        } else {
+            100
+        };
         let fired = front.turn(listener, wait, shared, &svc);
         if !fired.is_empty() {
             front.collect(returns, &svc, shared.now_ms());
@@ -167,7 +168,8 @@ fn start(
         };
         let mut w = Runner::new(&shared2);
         let linger = || {
-            let spare = slots2.max.load(Ordering::Relaxed) > 2 * slots2.busy.load(Ordering::Relaxed);
+            let spare =
+                slots2.max.load(Ordering::Relaxed) > 2 * slots2.busy.load(Ordering::Relaxed);
             if spare {
                 LINGER_MS
             } else {

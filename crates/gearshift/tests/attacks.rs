@@ -140,8 +140,7 @@ fn slow_read_does_not_starve_ordinary_clients() {
     let _attack = slowhttptest(
         &url(&s, "/data.bin"),
         &[
-            "-X", "-c", "300", "-r", "300", "-k", "2", "-n", "1", "-w", "1", "-y", "64", "-z",
-            "4",
+            "-X", "-c", "300", "-r", "300", "-k", "2", "-n", "1", "-w", "1", "-y", "64", "-z", "4",
         ],
         10,
     );

@@ -218,7 +218,7 @@ impl Conn {
     pub fn read_deadline(&self) -> u64 {
         let t = &self.timeouts;
         match self.phase {
-            Phase::Idle if self.requests == 0 => self.opened.saturating_add(t.first_byte_ms),
+            Phase::Idle if self.requests == 0 => self.opened.saturating_add(t.first_byte_wait()),
             Phase::Idle => self.idle_since.saturating_add(t.keepalive_ms),
             Phase::Head => t.head_deadline(self.head_clock(), self.head_bytes),
             Phase::Body => self

@@ -251,7 +251,11 @@ fn heads_and_bodies_must_keep_a_minimum_rate() {
     let t = Timeouts::default();
     let mut c = Conn::new(Limits::default(), t, 0);
     c.poll(b"G", 5_000);
-    assert_eq!(c.read_deadline(), 20_000, "counted from the connection's start");
+    assert_eq!(
+        c.read_deadline(),
+        20_000,
+        "counted from the connection's start"
+    );
     // 1000 bytes of head so far: two seconds more.
     let mut head = b"GET / HTTP/1.1\r\nX-Pad: ".to_vec();
     head.resize(1000, b'a');

@@ -79,6 +79,12 @@ impl Default for Timeouts {
 }
 
 impl Timeouts {
+    /// How long a new connection may stay silent: the first-byte timeout, and never longer
+    /// than its whole first head may take (the header clock runs from the start too).
+    pub fn first_byte_wait(&self) -> u64 {
+        self.first_byte_ms.min(self.header_ms)
+    }
+
     /// Deadline of a head that started at `start_ms` and has `bytes` so far: `header_ms`,
     /// a second more per `min_rate` bytes, at most `header_max_ms` (never below
     /// `header_ms`).

@@ -53,7 +53,7 @@ pub fn serve(
     let signals = Signals::install().map_err(|e| format!("signals: {e}"))?;
     let addr = config.listen_addr()?;
     let listener = bind(addr)?;
-    gearshift_engines::limits::defer_accept(&listener);
+    gearshift_engines::limits::defer_accept(&listener, config.http.defer_accept_s);
     let admin = match config.admin.as_str() {
         "" => None,
         a => Some(admin::Admin::bind(a)?),
@@ -65,7 +65,8 @@ pub fn serve(
     gearshift_core::ratelog::set_guard(shared.counters.guard());
     tracing::debug!(
         nofile,
-        connections = gearshift_engines::limits::connection_cap(config.http.max_connections, nofile),
+        connections =
+            gearshift_engines::limits::connection_cap(config.http.max_connections, nofile),
         "descriptor limit"
     );
     let state = State::new(&config.listen);

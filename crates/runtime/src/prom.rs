@@ -103,10 +103,26 @@ impl Collector for Scrape {
         }
         let g = &self.guard;
         for (name, help, v) in [
-            ("gearshift_panics", "panics caught while serving (the connection closed)", g.panics),
-            ("gearshift_accept_pauses", "accepting paused for want of descriptors or memory", g.accept_pauses),
-            ("gearshift_spawn_failures", "threads or processes that could not be started", g.spawn_failures),
-            ("gearshift_log_lines_suppressed", "diagnostic lines held back by the rate limit", g.log_suppressed),
+            (
+                "gearshift_panics",
+                "panics caught while serving (the connection closed)",
+                g.panics,
+            ),
+            (
+                "gearshift_accept_pauses",
+                "accepting paused for want of descriptors or memory",
+                g.accept_pauses,
+            ),
+            (
+                "gearshift_spawn_failures",
+                "threads or processes that could not be started",
+                g.spawn_failures,
+            ),
+            (
+                "gearshift_log_lines_suppressed",
+                "diagnostic lines held back by the rate limit",
+                g.log_suppressed,
+            ),
         ] {
             counter(&mut e, name, help, v)?;
         }

@@ -7,19 +7,19 @@
 
 use super::{Mailbox, Registry};
 use crate::blocking_pool::BlockingPool;
+use crate::limits::Accepted;
 use crate::session::{Session, Stop, ThreadCtx};
 use crate::shared::Shared;
 use gearshift_core::defaults::READ_BUF;
 use gearshift_core::lifecycle::unix_now;
+use gearshift_core::metrics::Slow;
 use gearshift_core::output::{Batch, Flushed};
 use gearshift_handlers::Service;
-use gearshift_core::metrics::Slow;
 use gearshift_http::{Phase, SlowReason};
 pub(super) use handoff::{run_dynamic, Dynamic};
 use rustix::event::epoll::{self, EventData, EventFlags, EventVec};
 use rustix::fd::{AsFd, AsRawFd, OwnedFd};
 use rustix::io::Errno;
-use crate::limits::Accepted;
 use slab::Slab;
 use std::net::TcpListener;
 use std::sync::atomic::Ordering;

@@ -226,8 +226,11 @@ impl Loops {
             self.dynamic.clone(),
             self.limits.clone(),
         )?;
-        let (shared, registry, limits) =
-            (self.shared.clone(), self.registry.clone(), self.limits.clone());
+        let (shared, registry, limits) = (
+            self.shared.clone(),
+            self.registry.clone(),
+            self.limits.clone(),
+        );
         crate::limits::spawn_thread(&format!("event-{id}"), self.shared.counters, move || {
             // A panic outside any one connection's handling ends the loop (its connections
             // close): it leaves the registry, and the master starts a new one (`resize`).

@@ -6,9 +6,9 @@
 
 use super::stats::Stage;
 use super::{Conn, Pipeline};
+use crate::limits::Accepted;
 use crate::session::Session;
 use crate::shared::Shared;
-use crate::limits::Accepted;
 use rustix::event::{poll, PollFd, PollFlags};
 use std::net::TcpListener;
 use std::sync::atomic::Ordering;

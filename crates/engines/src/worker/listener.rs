@@ -97,9 +97,8 @@ impl<'a> Listener<'a> {
                 break;
             }
             let free = self.hub.available();
-            let accept = !draining
-                && self.leaving_since.is_none()
-                && self.front.ready_len() <= free;
+            let accept =
+                !draining && self.leaving_since.is_none() && self.front.ready_len() <= free;
             self.front.set_accepting(accept);
             self.front.keepalive_ms = Some(self.header.keepalive_timeout_ms());
             self.front.busy = self.hub.busy();
