@@ -119,8 +119,22 @@ impl super::Engine for ForkEngine {
             m.dispatch(&shared);
             reaper.clear();
         }
-        if let Some(f) = &mut m.front {
-            f.close_waiting();
+        // Draining: requests whose head began are read to their end and answered by
+        // children forked now (copies of the draining master: `Connection: close`).
+        loop {
+            let past = shared.life.past_drain_deadline(shared.now_ms());
+            let Some(front) = &mut m.front else { break };
+            front.drain_waiting(past);
+            if front.is_empty() || past {
+                break;
+            }
+            while let Some((pid, _)) = reaper.reap() {
+                m.children.forget(pid);
+            }
+            m.wait(host, &reaper);
+            m.turn(&shared);
+            m.dispatch(&shared);
+            reaper.clear();
         }
         m.front = None;
         m.listener = None;

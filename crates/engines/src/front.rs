@@ -377,6 +377,8 @@ impl Front {
                 break;
             }
             match rustix::io::read(&p.h.fd, &mut self.buf) {
+                // The client is done sending: answer what it sent, if it is a request.
+                Ok(0) if ready(&p.h.input, svc) => break,
                 Ok(0) => return self.close(k),
                 Ok(n) => {
                     if p.h.head_ms.is_none() {
@@ -449,11 +451,27 @@ impl Front {
         }
     }
 
-    /// Shutting down: close every waiting connection (none holds a complete request).
-    pub fn close_waiting(&mut self) {
-        for p in self.pending.drain() {
-            let _ = epoll::delete(&self.epoll, &p.h.fd);
+    /// Shutting down: close the waiting connections that sent nothing of a request yet
+    /// (all of them with `all`, past the drain deadline); those in the middle of one are
+    /// read to its end and answered, as nginx finishes a head it began reading.
+    pub fn drain_waiting(&mut self, all: bool) {
+        let idle: Vec<usize> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| all || p.h.input.is_empty())
+            .map(|(k, _)| k)
+            .collect();
+        for k in idle {
+            self.close(k);
         }
+        if all {
+            self.ready.clear();
+        }
+    }
+
+    /// Nothing waits here: no connection waiting for a request, none ready.
+    pub fn is_empty(&self) -> bool {
+        self.pending.is_empty() && self.ready.is_empty()
     }
 }
 
@@ -554,6 +572,31 @@ mod tests {
     }
 
     #[test]
+    fn a_request_is_ready_once_a_worker_need_not_wait_for_the_client() {
+        let svc = Service::with_defaults(&std::env::temp_dir()).unwrap();
+        assert!(!ready(b"", &svc));
+        assert!(
+            !ready(b"GET / HTTP/1.1\r\nHost: a\r\n", &svc),
+            "half a head"
+        );
+        assert!(ready(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n", &svc));
+        // A small static body is waited for here; a large or chunked one is not.
+        let post = b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\n";
+        assert!(!ready(post, &svc));
+        assert!(ready(&[&post[..], b"hello"].concat(), &svc));
+        let large = b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 9999999\r\n\r\n";
+        assert!(ready(large, &svc));
+        let chunked = b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n";
+        assert!(ready(chunked, &svc));
+        // The client waits for 100 Continue before its body: the worker sends it.
+        let cont =
+            b"POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n";
+        assert!(ready(cont, &svc));
+        // Not HTTP: the worker answers the error.
+        assert!(ready(b"\x16\x03\x01 hello\r\n\r\n", &svc));
+    }
+
+    #[test]
     fn deadlines_are_mod_reqtimeouts_and_pressure_cuts_them() {
         let t = Timeouts::default();
         // A new connection: the first byte, then the head, from its start.
@@ -568,7 +611,7 @@ mod tests {
         assert_eq!(deadline(&p, &t, false).0, 76_000);
         assert_eq!(deadline(&p, &t, true).0, 2_000);
         let p = pending(2, 1_000, Some(9_000), b"GET");
-        assert_eq!(deadline(&p, &t, false).0, 29_000);
+        assert_eq!(deadline(&p, &t, false).0, 29_006, "3 bytes: 6 ms more");
         assert_eq!(deadline(&p, &t, true).0, 10_000);
         // Only keep-alive connections cut by pressure count as pressure.
         assert_eq!(counted(Slow::Pressure, &p, false), Some(Slow::Pressure));

@@ -218,10 +218,12 @@ fn run_front(
         }
         front.busy += moved;
         pool.waiting.store(front.waiting(), Ordering::Relaxed);
+        // Draining: connections still waiting for a request are closed; those with one
+        // are answered (with `Connection: close`) before the engine stops.
         if shared.life.is_draining() {
-            front.close_waiting();
-            while front.pop_ready().is_some() {}
-            if front.busy == 0 || pool.alive.load(Ordering::SeqCst) == 0 {
+            front.drain_waiting(shared.life.past_drain_deadline(shared.now_ms()));
+            let alive = pool.alive.load(Ordering::SeqCst);
+            if (front.is_empty() && front.busy == 0) || alive == 0 {
                 return;
             }
         }
@@ -241,7 +243,11 @@ fn spawn_missing(
         pool.alive.fetch_add(1, Ordering::SeqCst);
         let (pool2, shared2, returns) = (pool.clone(), shared.clone(), returns.clone());
         let spawned = limits::spawn_thread("pool", shared.counters, move || {
-            work(&pool2, &shared2, &returns)
+            // Serving catches its own panics; one anywhere else ends this thread, which
+            // then counts out so the master starts another.
+            if crate::guard::catch(&shared2, || work(&pool2, &shared2, &returns)).is_none() {
+                pool2.alive.fetch_sub(1, Ordering::SeqCst);
+            }
         });
         match spawned {
             Ok(h) => handles.push(h),

@@ -239,10 +239,28 @@ impl super::Engine for PreforkEngine {
             let _ = poll(&mut fds, wait.max(1));
             reaper.clear();
         }
-        if let Some(f) = &mut m.front {
-            f.close_waiting();
+        // Draining: children learn it (SIGTERM) and answer with `Connection: close`;
+        // requests whose head began are read to their end and passed to them; then the
+        // socket closes, which tells idle children to leave.
+        m.children.terminate();
+        loop {
+            let past = shared.life.past_drain_deadline(shared.now_ms());
+            let Some(front) = &mut m.front else { break };
+            front.drain_waiting(past);
+            if front.is_empty() || past {
+                break;
+            }
+            m.reap(&reaper);
+            m.turn();
+            m.dispatch();
+            let ffd = m.front.as_ref().map(|f| f.fd());
+            if let Some(f) = &ffd {
+                let _ = poll(&mut [PollFd::new(f, PollFlags::IN)], READY_TICK_MS);
+            }
+            reaper.clear();
         }
         m.front = None;
+        m.to_tx = None;
         m.children.drain(&reaper, &shared);
         Ok(())
     }
@@ -517,7 +535,12 @@ fn child_main(
     let mut buf = Vec::new();
     slot.set_state(State::Idle);
     loop {
-        if shared.life.is_draining() || slot.quit_requested() || header.generation() != generation {
+        // Draining, a child still takes what the master passes (requests begun before the
+        // drain) until the master closes the socket or the drain deadline passes.
+        let draining = shared.life.is_draining();
+        if (draining && shared.life.past_drain_deadline(shared.now_ms()))
+            || (!draining && (slot.quit_requested() || header.generation() != generation))
+        {
             break;
         }
         let max = header.max_connections_per_child();

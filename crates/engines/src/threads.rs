@@ -141,10 +141,11 @@ fn run_front(
             front.busy += 1;
         }
         slots.waiting.store(front.waiting(), Ordering::Relaxed);
+        // Draining: connections still waiting for a request are closed; those with one
+        // are answered (with `Connection: close`) before the engine stops.
         if shared.life.is_draining() {
-            front.close_waiting();
-            while front.pop_ready().is_some() {}
-            if front.busy == 0 {
+            front.drain_waiting(shared.life.past_drain_deadline(shared.now_ms()));
+            if front.is_empty() && front.busy == 0 {
                 return;
             }
         }

@@ -53,12 +53,13 @@ fn start(extra: &str) -> Server {
     start_limited(extra, None)
 }
 
-/// The server with the small engines, `extra` appended to its configuration, and at most
-/// `nofile` descriptors (RLIMIT_NOFILE, soft and hard) if given.
+/// The server with the small engines, `extra` (top-level keys first, then sections)
+/// added to its configuration, and at most `nofile` descriptors (RLIMIT_NOFILE, soft and
+/// hard) if given.
 fn start_limited(extra: &str, nofile: Option<u64>) -> Server {
     let root = attack_docroot();
     let (cfg_dir, cfg) = config_file(&format!(
-        "root = \"{}\"\nlisten = \"127.0.0.1:0\"\n{SMALL}\n{extra}",
+        "root = \"{}\"\nlisten = \"127.0.0.1:0\"\n{extra}\n{SMALL}",
         root.str()
     ));
     let args: Vec<String> = vec!["serve".into(), root.str(), "--config".into(), cfg];
@@ -222,4 +223,60 @@ fn cpu_ticks(pid: i32) -> u64 {
         .iter()
         .filter_map(|&i| f.get(i).and_then(|v| v.parse::<u64>().ok()))
         .sum()
+}
+
+#[test]
+fn slow_clients_are_counted_by_reason_in_metrics_and_status() {
+    let s = start(
+        "admin = \"127.0.0.1:0\"\n[http]\nheader_timeout_ms = 600\nfirst_byte_timeout_ms = 400\n\
+         body_rate_timeout_ms = 600\ndefer_accept_s = 0\n",
+    );
+    let admin = admin_of(&s);
+    // Silent; a head that never ends; a body that drips.
+    let _silent = s.conn();
+    let mut head = s.conn();
+    head.send(b"GET /data.bin HTTP/1.1\r\nHost: t\r\n");
+    let mut body = s.conn();
+    body.send(b"POST /data.bin HTTP/1.1\r\nHost: t\r\nContent-Length: 100000\r\n\r\nx");
+    let counted = poll(Duration::from_secs(5), || {
+        let g = admin_status(&admin)["guard"]["closed_too_slow"].clone();
+        let n = |k: &str| g[k].as_u64().unwrap_or(0);
+        (n("first_byte") >= 1 && n("head") >= 1 && n("body") >= 1).then_some(g)
+    });
+    assert!(
+        counted.is_some(),
+        "status: {}",
+        admin_status(&admin)["guard"]
+    );
+    let metrics = ctl_ok(&admin, &["metrics"]);
+    for reason in ["first_byte", "head", "body"] {
+        let line = format!("gearshift_closed_too_slow_total{{reason=\"{reason}\"}} ");
+        let v = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&line))
+            .and_then(|v| v.parse::<f64>().ok());
+        assert!(
+            v.is_some_and(|v| v >= 1.0),
+            "{reason} in /metrics:\n{metrics}"
+        );
+    }
+    assert!(metrics.contains("gearshift_panics_total 0"), "{metrics}");
+}
+
+#[test]
+fn a_file_modified_in_the_future_is_served_with_the_present_as_last_modified() {
+    // Issue 17: Last-Modified of an mtime past year 9999 panicked. ext4 stores times up to
+    // 2446 (the date formatter's own bound is unit-tested); RFC 9110 8.8.2.1 wants any
+    // future modification time sent as the present.
+    let s = start("");
+    let p = s.root().write("future.txt", "from the future\n");
+    let f = std::fs::File::options().write(true).open(&p).unwrap();
+    let far = std::time::UNIX_EPOCH + Duration::from_secs(15_000_000_000);
+    f.set_modified(far).unwrap();
+    let r = s.get("/future.txt");
+    assert_eq!(r.status, 200);
+    let lm = parse_http_date(r.must("last-modified")).unwrap();
+    let date = parse_http_date(r.must("date")).unwrap();
+    assert!(lm <= date, "Last-Modified {lm} after Date {date}");
+    assert_eq!(s.get("/data.bin").status, 200, "still serving");
 }

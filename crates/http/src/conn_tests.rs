@@ -293,7 +293,7 @@ fn pressure_shortens_waiting_for_heads_but_not_bodies() {
     assert_eq!((c.read_deadline(), c.pressure_deadline()), (20_000, 1_000));
     c.poll(b"GET / HT", 500);
     assert_eq!(c.pressure_deadline(), 1_000, "from the connection's start");
-    c.poll(b"GET / HTTP/1.1\r\n\r\n", 600);
+    c.poll(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n", 600);
     c.response_done(700);
     assert_eq!((c.read_deadline(), c.pressure_deadline()), (75_700, 1_700));
     c.poll(b"POST / HTTP/1.1\r\nContent-Length: 9\r\n\r\n", 800);
@@ -307,7 +307,11 @@ fn a_resumed_connection_keeps_its_count_and_head_clock() {
     assert_eq!((c.requests(), c.read_deadline()), (3, 76_000));
     let mut c = Conn::resumed(Limits::default(), t, 3, 9_000, Some(2_000));
     c.poll(b"GET / HT", 9_000);
-    assert_eq!(c.read_deadline(), 22_000, "the head began at 2 s");
+    assert_eq!(
+        c.read_deadline(),
+        22_016,
+        "the head began at 2 s (8 bytes: 16 ms more)"
+    );
 }
 
 #[test]
@@ -321,7 +325,9 @@ fn crlf_only_peer_hits_header_deadline_then_431() {
     for i in 0..4096u64 {
         buf.extend_from_slice(b"\r\n");
         assert!(matches!(c.poll(&buf, 10 + i), (0, Event::NeedMore)));
-        assert_eq!((c.phase(), c.read_deadline()), (Phase::Head, 110));
+        // From the connection's start; each byte buys 2 ms at the minimum rate.
+        let bonus = 2 * buf.len() as u64;
+        assert_eq!((c.phase(), c.read_deadline()), (Phase::Head, 100 + bonus));
     }
     assert_eq!(buf.len(), Limits::default().max_head);
     buf.extend_from_slice(b"\r\n");

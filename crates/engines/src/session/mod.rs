@@ -121,6 +121,12 @@ impl Session {
     ) -> Session {
         let mut s = Session::new(svc, peer, now_ms);
         s.http = Conn::resumed(svc.limits, svc.timeouts, requests, now_ms, head_ms);
+        if let Some(h) = head_ms {
+            // Response times count from the head's first byte, waits before a worker took
+            // the connection included (the server clock is ms, the metrics' is us).
+            let waited_us = now_ms.saturating_sub(h).saturating_mul(1000);
+            s.head_us = gearshift_core::metrics::now_us().saturating_sub(waited_us);
+        }
         s
     }
 

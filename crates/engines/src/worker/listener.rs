@@ -13,8 +13,9 @@
 //! and idle kept-alive connections are closed only once idle for `RETIRE_IDLE_MS`, so a
 //! client between two requests of a burst is not cut off. A leaving child that still holds
 //! busy connections after the shutdown timeout drains like a stopping server (each next
-//! response says `Connection: close`). Draining (SIGTERM): stop accepting, close every
-//! waiting connection.
+//! response says `Connection: close`). Draining (SIGTERM): stop accepting, close the
+//! waiting connections that sent nothing of a request, read the others' to its end and
+//! answer it (`Connection: close`).
 
 use super::child::{publish, Hub, Job};
 use crate::front::Front;
@@ -84,14 +85,14 @@ impl<'a> Listener<'a> {
                 }
             }
             if draining {
-                self.front.close_waiting();
+                let past = self.shared.life.past_drain_deadline(now);
+                self.front.drain_waiting(past);
             } else if self.leaving_since.is_some() {
                 let grace = RETIRE_IDLE_MS.min(self.header.keepalive_timeout_ms());
                 self.front.close_idle(now, grace);
             }
             if (draining || self.leaving_since.is_some())
-                && self.front.waiting() == 0
-                && self.front.ready_len() == 0
+                && self.front.is_empty()
                 && self.hub.is_quiet()
             {
                 break;

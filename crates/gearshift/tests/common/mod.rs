@@ -510,3 +510,19 @@ pub fn poll<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
         thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// A connection that holds a worker (thread or child) for as long as it stays open: a POST
+/// whose body is begun and not finished, and larger than the head-reading stage waits for,
+/// so a worker reads it (at the minimum rate: some 20 s). An idle or half-sent connection
+/// holds none (issue 17): this is how a test keeps workers busy.
+pub fn busy_conn(s: &Server) -> Conn {
+    let mut c = s.conn();
+    c.send(b"POST /file.txt HTTP/1.1\r\nHost: t\r\nContent-Length: 100000\r\n\r\nabc");
+    c
+}
+
+/// Send the rest of a `busy_conn`'s body and read the answer (a file takes no POST: 405).
+pub fn finish_busy(c: &mut Conn) -> Response {
+    c.send(&vec![b'x'; 100_000 - 3]);
+    c.response()
+}

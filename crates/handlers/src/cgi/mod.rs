@@ -179,7 +179,10 @@ impl Cgi {
             Err(status) => return Served::Done(out.error(status, &[], false)),
         };
         if !self.running.acquire(self.max_processes) {
-            tracing::warn!(target: "cgi", "max_processes ({}) reached: 503", self.max_processes);
+            gearshift_core::warn_limited!(
+                "cgi: max_processes ({}) reached: 503",
+                self.max_processes
+            );
             return Served::Done(out.error(503, &[("Retry-After", b"1")], false));
         }
         let _slot = Slot(self.running.clone());

@@ -64,7 +64,10 @@ impl FastCgi {
             return Served::Done(out.error(404, &[], false));
         };
         if !self.busy.acquire(self.max_connections) {
-            tracing::warn!(target: "fastcgi", "max_connections ({}) reached: 503", self.max_connections);
+            gearshift_core::warn_limited!(
+                "fastcgi: max_connections ({}) reached: 503",
+                self.max_connections
+            );
             return Served::Done(out.error(503, &[("Retry-After", b"1")], false));
         }
         let _slot = Slot(self.busy.clone());
@@ -165,7 +168,9 @@ impl FastCgi {
                     return Served::Done(out.error(connect_status(&e), &[], false));
                 }
                 Err(BeginFail::Busy) => {
-                    tracing::warn!(target: "fastcgi", "every multiplexed connection full ({limits:?}): 503");
+                    gearshift_core::warn_limited!(
+                        "fastcgi: every multiplexed connection full ({limits:?}): 503"
+                    );
                     return Served::Done(out.error(503, &[("Retry-After", b"1")], false));
                 }
             };
