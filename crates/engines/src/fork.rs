@@ -224,8 +224,7 @@ impl Master {
             }
         }
         front.busy = self.children.live.len();
-        let pressure = front.ready_len() > 0;
-        self.children.board.header().set_pressure(pressure);
+        self.children.board.header().set_ready(front.ready_len());
     }
 
     /// Fork a child for each ready connection, up to the burst and the child limit.

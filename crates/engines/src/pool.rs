@@ -54,6 +54,8 @@ struct PoolState {
     busy: AtomicUsize,
     /// Connections waiting in the head-reading stage (for `/status`).
     waiting: AtomicUsize,
+    /// Connections with a request that the queue had no room for.
+    ready: AtomicUsize,
 }
 
 impl PoolState {
@@ -89,6 +91,7 @@ impl PoolState {
             "queue": self.lock().len(),
             "queue_cap": self.cap.load(Ordering::Relaxed),
             "waiting": self.waiting.load(Ordering::Relaxed),
+            "ready": self.ready.load(Ordering::Relaxed),
         })
     }
 }
@@ -117,6 +120,7 @@ impl super::Engine for PoolEngine {
             alive: AtomicUsize::new(0),
             busy: AtomicUsize::new(0),
             waiting: AtomicUsize::new(0),
+            ready: AtomicUsize::new(0),
         });
         shared.knobs.define(
             Spec {
@@ -218,6 +222,7 @@ fn run_front(
         }
         front.busy += moved;
         pool.waiting.store(front.waiting(), Ordering::Relaxed);
+        pool.ready.store(front.ready_len(), Ordering::Relaxed);
         // Draining: connections still waiting for a request are closed; those with one
         // are answered (with `Connection: close`) before the engine stops.
         if shared.life.is_draining() {

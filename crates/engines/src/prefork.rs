@@ -301,10 +301,7 @@ impl Master<'_> {
             }
         }
         front.busy = self.children.board.counts().busy;
-        self.children
-            .board
-            .header()
-            .set_pressure(front.ready_len() > 0);
+        self.children.board.header().set_ready(front.ready_len());
     }
 
     /// Pass ready connections to idle children, one each.

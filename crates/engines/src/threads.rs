@@ -35,6 +35,8 @@ struct Slots {
     max: AtomicUsize,
     /// Connections waiting in the head-reading stage (for `/status`).
     waiting: AtomicUsize,
+    /// Connections with a request waiting for a thread (the engine's queue).
+    ready: AtomicUsize,
 }
 
 impl super::Engine for ThreadsEngine {
@@ -71,6 +73,7 @@ impl super::Engine for ThreadsEngine {
                     "busy": stats.busy.load(Ordering::Relaxed),
                     "max_threads": stats.max.load(Ordering::Relaxed),
                     "waiting": stats.waiting.load(Ordering::Relaxed),
+                    "ready": stats.ready.load(Ordering::Relaxed),
                 })
             }),
         );
@@ -141,6 +144,7 @@ fn run_front(
             front.busy += 1;
         }
         slots.waiting.store(front.waiting(), Ordering::Relaxed);
+        slots.ready.store(front.ready_len(), Ordering::Relaxed);
         // Draining: connections still waiting for a request are closed; those with one
         // are answered (with `Connection: close`) before the engine stops.
         if shared.life.is_draining() {

@@ -322,12 +322,11 @@ fn sighup_replaces_prefork_children_with_the_new_config() {
 #[test]
 fn children_leave_when_the_master_is_killed() {
     for engine in ENGINES {
-        let toml = "[fork]\nmax_children = 4\n[prefork]\nstart_servers = 3\n";
+        let toml = "shutdown_timeout_ms = 500\n[fork]\nmax_children = 4\n[prefork]\n\
+                    start_servers = 3\n";
         let mut s = start(engine, toml, &[]);
-        // A keep-alive connection keeps one child busy (the fork engine's only child).
-        let mut c = s.conn();
-        c.send(&req("GET", "/file.txt", &[]));
-        assert_eq!(c.response().status, 200);
+        // A request in progress keeps one child busy (the fork engine's only child).
+        let mut c = busy_conn(&s);
         let pid = s.pid();
         let children = poll(Duration::from_secs(5), || {
             let c = live_children(pid);

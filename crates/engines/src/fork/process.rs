@@ -315,6 +315,7 @@ pub fn stats(board: &Scoreboard) -> serde_json::Value {
         "busy": c.busy,
         "dying": c.dying,
         "capacity": board.capacity(),
+        "ready": board.header().ready(),
         "children": children,
     })
 }
