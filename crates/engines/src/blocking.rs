@@ -116,6 +116,21 @@ impl Runner {
         let _ = set_timeout(fd, Timeout::Send, TICK_MS);
     }
 
+    /// `serve_handoff`, with a panic while serving closing that connection (counted and
+    /// logged by `guard::catch`) while the worker goes on.
+    pub fn serve_guarded(
+        &mut self,
+        h: Handoff,
+        shared: &Shared,
+        linger: &dyn Fn() -> u64,
+    ) -> Option<Handoff> {
+        let served = crate::guard::catch(shared, || self.serve_handoff(h, shared, linger));
+        served.unwrap_or_else(|| {
+            self.reset();
+            None
+        })
+    }
+
     /// Serve a connection the head-reading stage (`front`) hands over, holding a complete
     /// request, until it waits for input again: then it is handed back (`Some`), unless it
     /// ended. `linger` as in `serve_session`.

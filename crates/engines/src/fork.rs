@@ -306,7 +306,7 @@ fn serve_one(
     let counter = board.clone();
     w.report_requests(Box::new(move |n| counter.slot(i).add_requests(n)));
     let linger = || if header.pressure() { 0 } else { LINGER_MS };
-    if let Some(h) = crate::guard::serve(shared, &mut w, h, &linger) {
+    if let Some(h) = w.serve_guarded(h, shared, &linger) {
         let _ = pass::send(back, h, false);
     }
     // A last tick reports the connection's final requests to the slot.

@@ -1,11 +1,9 @@
 //! Panics while serving (issue 17): a panic in one connection's handling closes that
 //! connection, is logged with its request line (at a bounded rate) and counted in the
-//! metrics, and the worker goes on. Every engine's workers serve through `serve` (blocking
-//! engines) or `catch` (loops); the process-wide panic hook (`install_hook`) replaces the
+//! metrics, and the worker goes on. Every engine's workers serve through `catch` (the
+//! blocking engines by way of `Runner::serve_guarded`); the process-wide panic hook (`install_hook`) replaces the
 //! default one, which would print every panic's message to stderr unbounded.
 
-use crate::blocking::Runner;
-use crate::front::Handoff;
 use crate::shared::Shared;
 use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -30,20 +28,6 @@ pub fn note_request(method: &[u8], target: &[u8]) {
 /// The request line noted last on this thread.
 pub fn current_request() -> String {
     CURRENT.with(|c| String::from_utf8_lossy(&c.borrow()).into_owned())
-}
-
-/// Serve a handed-over connection on a blocking worker; a panic closes the connection (its
-/// socket is dropped while unwinding) and the worker goes on.
-pub fn serve(
-    shared: &Shared,
-    w: &mut Runner,
-    h: Handoff,
-    linger: &dyn Fn() -> u64,
-) -> Option<Handoff> {
-    catch(shared, || w.serve_handoff(h, shared, linger)).unwrap_or_else(|| {
-        w.reset();
-        None
-    })
 }
 
 /// Run `f`; a panic is counted and logged and gives `None`.

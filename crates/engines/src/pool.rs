@@ -280,7 +280,7 @@ fn work(pool: &PoolState, shared: &Shared, returns: &Returns) {
         match take(pool, shared, wait) {
             Take::Conn(h) => {
                 pool.busy.fetch_add(1, Ordering::SeqCst);
-                let back = crate::guard::serve(shared, &mut w, h, &linger);
+                let back = w.serve_guarded(h, shared, &linger);
                 pool.busy.fetch_sub(1, Ordering::SeqCst);
                 returns.give_back(back);
                 wait = TICK;

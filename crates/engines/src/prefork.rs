@@ -564,7 +564,7 @@ fn child_main(
         slot.set_state(State::Busy);
         slot.add_connection();
         let linger = || if header.pressure() { 0 } else { LINGER_MS };
-        if let Some(h) = crate::guard::serve(shared, &mut w, h, &linger) {
+        if let Some(h) = w.serve_guarded(h, shared, &linger) {
             let _ = pass::send(back_tx, h, false);
         }
         // Reports the connection's last requests to the slot.

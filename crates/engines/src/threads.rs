@@ -181,7 +181,7 @@ fn start(
                 0
             }
         };
-        let back = crate::guard::serve(&shared2, &mut w, h, &linger);
+        let back = w.serve_guarded(h, &shared2, &linger);
         w.flush_log();
         slots2.busy.fetch_sub(1, Ordering::SeqCst);
         returns2.give_back(back);

@@ -213,7 +213,7 @@ fn work(hub: &Hub, shared: &Shared, board: Arc<Scoreboard>, i: usize) {
         };
         publish(hub, slot);
         let linger = || if hub.available() > 0 { LINGER_MS } else { 0 };
-        let back = crate::guard::serve(shared, &mut w, job.h, &linger);
+        let back = w.serve_guarded(job.h, shared, &linger);
         // Reports the requests not yet reported (the worker reports at each wake-up).
         w.idle_tick(shared);
         hub.done(back.map(|h| Job { h }));
