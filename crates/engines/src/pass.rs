@@ -30,9 +30,16 @@ pub fn pair() -> std::io::Result<(OwnedFd, OwnedFd)> {
     Ok((a, b))
 }
 
-/// Send a connection; gives it back if the message cannot go now (the other end's queue is
-/// full: `EAGAIN` with `nonblocking`) or at all.
-pub fn send(sock: BorrowedFd<'_>, h: Handoff, nonblocking: bool) -> Result<(), Box<Handoff>> {
+/// Why a connection was not sent, and the connection.
+pub struct NotSent {
+    pub h: Box<Handoff>,
+    /// The other end's queue is full (`EAGAIN` with `nonblocking`): try again later. Any
+    /// other failure will not go away by trying again.
+    pub full: bool,
+}
+
+/// Send a connection; gives it back if the message cannot go now or at all.
+pub fn send(sock: BorrowedFd<'_>, h: Handoff, nonblocking: bool) -> Result<(), NotSent> {
     let mut head = [0u8; HEADER];
     head[..8].copy_from_slice(&h.requests.to_le_bytes());
     head[8..16].copy_from_slice(&h.since_ms.to_le_bytes());
@@ -51,7 +58,12 @@ pub fn send(sock: BorrowedFd<'_>, h: Handoff, nonblocking: bool) -> Result<(), B
         match rustix::net::sendmsg(sock, &iov, &mut control, flags) {
             Ok(_) => return Ok(()),
             Err(Errno::INTR) => continue,
-            Err(_) => return Err(Box::new(h)),
+            Err(e) => {
+                return Err(NotSent {
+                    h: Box::new(h),
+                    full: e == Errno::AGAIN,
+                })
+            }
         }
     }
 }

@@ -314,9 +314,17 @@ impl Master<'_> {
             let Some(h) = front.pop_ready() else {
                 return;
             };
-            if let Err(h) = pass::send(tx.as_fd(), h, true) {
-                front.unpop(*h);
-                return;
+            match pass::send(tx.as_fd(), h, true) {
+                Ok(()) => {}
+                // Every child's queue is full: the connection waits here.
+                Err(pass::NotSent { h, full: true }) => {
+                    front.unpop(*h);
+                    return;
+                }
+                // It cannot be passed at all (too large a message for the socket): closed.
+                Err(pass::NotSent { full: false, .. }) => {
+                    gearshift_core::warn_limited!("prefork: a connection could not be passed");
+                }
             }
         }
     }
