@@ -274,7 +274,7 @@ fn heads_and_bodies_must_keep_a_minimum_rate() {
     assert_eq!(c.read_deadline(), 30_000);
     // A body: 20 s from the head's end, a second per 500 bytes; also 60 s since progress.
     let mut c = Conn::new(Limits::default(), Timeouts::default(), 0);
-    let req = b"POST / HTTP/1.1\r\nContent-Length: 100000\r\n\r\n";
+    let req = b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 100000\r\n\r\n";
     let (n, ev) = c.poll(req, 1_000);
     assert!(matches!(ev, Event::Head(_)) && n == req.len());
     assert_eq!(c.read_deadline(), 21_000);
