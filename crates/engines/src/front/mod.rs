@@ -19,24 +19,24 @@ use crate::limits::{Accepted, Acceptor};
 use crate::shared::Shared;
 use gearshift_core::metrics::Slow;
 use gearshift_handlers::Service;
-use gearshift_http::parse::parse_head;
-use gearshift_http::Framing;
 use rustix::event::epoll::{self, EventData, EventFlags, EventVec};
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::io::Errno;
 use slab::Slab;
 use std::collections::VecDeque;
 use std::net::{SocketAddr, TcpListener};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::Ordering;
+
+mod returns;
+mod rules;
+
+pub use returns::{spawn_stage, Returns, LINGER_MS};
+use rules::{counted, deadline, head_complete, listener_readable};
+pub use rules::{ready, BODY_BUFFER};
 
 const LISTENER: u64 = u64::MAX;
 /// Tokens at or above this are the caller's own descriptors (`watch`).
 const EXTRA: u64 = 1 << 62;
-/// Static request bodies up to this size are read here with their head; larger ones (and
-/// chunked ones) by the worker, at the minimum rate. nginx reads bodies into a 16 KiB
-/// buffer (`client_body_buffer_size` 8k/16k) before spooling; ours is a little larger.
-pub const BODY_BUFFER: usize = 64 * 1024;
 /// Most input kept for one connection (a head, a small body, pipelined requests).
 const MAX_INPUT: usize = 128 * 1024;
 /// The answer to a head that came too slowly (written without waiting, then closed).
@@ -44,47 +44,6 @@ const TIMEOUT_408: &[u8] =
     b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
 /// How often deadlines are checked.
 const SWEEP_MS: u64 = 100;
-
-/// How long a worker that answered waits in read for the connection's next request before
-/// handing it back, while other workers are free: the worker engine's value (`LINGER_MS`
-/// in worker/child.rs): well above the gap between a busy client's requests, short enough
-/// that an idle connection soon holds no worker.
-pub const LINGER_MS: u64 = 50;
-
-/// Where workers of the same process hand connections back to the stage: a list and an
-/// eventfd the stage watches (`Front::watch`, then `Front::collect` when it fires).
-pub struct Returns {
-    items: Mutex<Vec<Handoff>>,
-    /// Connections that ended with their worker (not handed back).
-    ended: AtomicUsize,
-    waker: OwnedFd,
-}
-
-impl Returns {
-    pub fn new() -> std::io::Result<Returns> {
-        use rustix::event::{eventfd, EventfdFlags};
-        Ok(Returns {
-            items: Mutex::new(Vec::new()),
-            ended: AtomicUsize::new(0),
-            waker: eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?,
-        })
-    }
-
-    pub fn fd(&self) -> BorrowedFd<'_> {
-        self.waker.as_fd()
-    }
-
-    /// A worker is done with a connection: back to the stage, or ended (`None`).
-    pub fn give_back(&self, back: Option<Handoff>) {
-        match back {
-            Some(h) => self.items.lock().unwrap_or_else(|p| p.into_inner()).push(h),
-            None => {
-                self.ended.fetch_add(1, Ordering::SeqCst);
-            }
-        }
-        let _ = rustix::io::write(&self.waker, &1u64.to_ne_bytes());
-    }
-}
 
 /// A connection between the stage and a worker: its socket, the input read and not yet
 /// used, and how far it got.
@@ -106,31 +65,6 @@ struct Pending {
     progress_ms: u64,
     /// When the head was complete (its body is being read here).
     head_done_ms: Option<u64>,
-}
-
-/// Build a stage on its own thread (it is not `Send`: its epoll event buffer holds raw
-/// pointers), returning the start-up error, if any, to the caller.
-pub fn spawn_stage(
-    name: &str,
-    listener: TcpListener,
-    cap: usize,
-    body: impl FnOnce(Front, TcpListener) + Send + 'static,
-) -> std::io::Result<std::thread::JoinHandle<()>> {
-    let (tx, rx) = std::sync::mpsc::sync_channel(1);
-    let handle = std::thread::Builder::new()
-        .name(name.into())
-        .spawn(move || match Front::new(&listener, cap, false) {
-            Ok(front) => {
-                let _ = tx.send(Ok(()));
-                body(front, listener);
-            }
-            Err(e) => {
-                let _ = tx.send(Err(e));
-            }
-        })?;
-    rx.recv()
-        .unwrap_or_else(|_| Err(std::io::Error::other("head-reading stage died at start")))?;
-    Ok(handle)
 }
 
 /// The stage: its epoll set, the connections waiting for a request, and those ready.
@@ -475,148 +409,5 @@ impl Front {
     }
 }
 
-/// The deadline of a waiting connection and what it would be closed as.
-fn deadline(p: &Pending, t: &gearshift_http::Timeouts, pressure: bool) -> (u64, Slow) {
-    let h = &p.h;
-    if let Some(done) = p.head_done_ms {
-        let body = h.input.len() as u64;
-        let d = t
-            .body_rate_deadline(done, body)
-            .min(p.progress_ms.saturating_add(t.body_ms));
-        return (d, Slow::Body);
-    }
-    let first = h.requests == 0;
-    let (mut d, why) = match h.head_ms {
-        None if first => (
-            h.since_ms.saturating_add(t.first_byte_wait()),
-            Slow::FirstByte,
-        ),
-        // Idle between requests: not slow, but counted if pressure cuts it.
-        None => (h.since_ms.saturating_add(t.keepalive_ms), Slow::Pressure),
-        Some(head) => {
-            let clock = if first { h.since_ms } else { head };
-            (t.head_deadline(clock, h.input.len() as u64), Slow::Head)
-        }
-    };
-    if pressure {
-        let clock = match h.head_ms {
-            Some(head) if !first => head,
-            _ => h.since_ms,
-        };
-        d = d.min(clock.saturating_add(t.pressure_ms));
-    }
-    (d, why)
-}
-
-/// What a closed connection counts as: idle keep-alive ones only when pressure cut them.
-fn counted(why: Slow, p: &Pending, pressure: bool) -> Option<Slow> {
-    match why {
-        Slow::Pressure if p.h.head_ms.is_none() && p.h.requests > 0 => {
-            pressure.then_some(Slow::Pressure)
-        }
-        other => Some(other),
-    }
-}
-
-/// The input holds a request a worker can answer without waiting for the client: a head
-/// without a body, a dynamic request's head (its exchange streams the body), a head asking
-/// for `100 Continue`, a head with a body too large or chunked to wait for here, a small
-/// body complete, or input that cannot be a request (the worker answers the error).
-pub fn ready(input: &[u8], svc: &Service) -> bool {
-    if input.is_empty() {
-        return false;
-    }
-    match parse_head(input, &svc.limits) {
-        Err(_) => true,
-        Ok(None) => false,
-        Ok(Some(head)) => match head.framing {
-            Framing::None => true,
-            _ if head.expect_continue || svc.is_dynamic(&head) => true,
-            Framing::Length(n) if n <= BODY_BUFFER as u64 => {
-                input.len() as u64 >= head.head_len as u64 + n
-            }
-            _ => true,
-        },
-    }
-}
-
-fn head_complete(input: &[u8], svc: &Service) -> bool {
-    matches!(parse_head(input, &svc.limits), Ok(Some(_)))
-}
-
-fn listener_readable(listener: &TcpListener) -> bool {
-    use rustix::event::{poll, PollFd, PollFlags};
-    let mut fds = [PollFd::new(listener, PollFlags::IN)];
-    matches!(poll(&mut fds, 0), Ok(n) if n > 0)
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use gearshift_http::Timeouts;
-
-    fn pending(requests: u64, since: u64, head: Option<u64>, input: &[u8]) -> Pending {
-        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
-        Pending {
-            h: Handoff {
-                fd: OwnedFd::from(a),
-                peer: SocketAddr::from(([127, 0, 0, 1], 1)),
-                input: input.to_vec(),
-                requests,
-                since_ms: since,
-                head_ms: head,
-            },
-            progress_ms: since,
-            head_done_ms: None,
-        }
-    }
-
-    #[test]
-    fn a_request_is_ready_once_a_worker_need_not_wait_for_the_client() {
-        let svc = Service::with_defaults(&std::env::temp_dir()).unwrap();
-        assert!(!ready(b"", &svc));
-        assert!(
-            !ready(b"GET / HTTP/1.1\r\nHost: a\r\n", &svc),
-            "half a head"
-        );
-        assert!(ready(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n", &svc));
-        // A small static body is waited for here; a large or chunked one is not.
-        let post = b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\n";
-        assert!(!ready(post, &svc));
-        assert!(ready(&[&post[..], b"hello"].concat(), &svc));
-        let large = b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 9999999\r\n\r\n";
-        assert!(ready(large, &svc));
-        let chunked = b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n";
-        assert!(ready(chunked, &svc));
-        // The client waits for 100 Continue before its body: the worker sends it.
-        let cont =
-            b"POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n";
-        assert!(ready(cont, &svc));
-        // Not HTTP: the worker answers the error.
-        assert!(ready(b"\x16\x03\x01 hello\r\n\r\n", &svc));
-    }
-
-    #[test]
-    fn deadlines_are_mod_reqtimeouts_and_pressure_cuts_them() {
-        let t = Timeouts::default();
-        // A new connection: the first byte, then the head, from its start.
-        let p = pending(0, 1_000, None, b"");
-        assert_eq!(deadline(&p, &t, false), (21_000, Slow::FirstByte));
-        assert_eq!(deadline(&p, &t, true), (2_000, Slow::FirstByte));
-        let p = pending(0, 1_000, Some(5_000), &[b'a'; 1000]);
-        assert_eq!(deadline(&p, &t, false), (23_000, Slow::Head));
-        assert_eq!(deadline(&p, &t, true).0, 2_000);
-        // Kept alive: idle for the keep-alive timeout, a head from its first byte.
-        let p = pending(2, 1_000, None, b"");
-        assert_eq!(deadline(&p, &t, false).0, 76_000);
-        assert_eq!(deadline(&p, &t, true).0, 2_000);
-        let p = pending(2, 1_000, Some(9_000), b"GET");
-        assert_eq!(deadline(&p, &t, false).0, 29_006, "3 bytes: 6 ms more");
-        assert_eq!(deadline(&p, &t, true).0, 10_000);
-        // Only keep-alive connections cut by pressure count as pressure.
-        assert_eq!(counted(Slow::Pressure, &p, false), Some(Slow::Pressure));
-        let idle = pending(2, 1_000, None, b"");
-        assert_eq!(counted(Slow::Pressure, &idle, false), None);
-        assert_eq!(counted(Slow::Pressure, &idle, true), Some(Slow::Pressure));
-    }
-}
+mod tests;
