@@ -513,7 +513,7 @@ impl EventLoop {
         let at_cap = self.limits.open.load(Ordering::Relaxed) >= self.limits.cap;
         let pressure = at_cap && listener_readable(&self.listener);
         let mut expired = Vec::new();
-        let mut closest: Option<(u64, usize)> = None;
+        let mut closest: Vec<(u64, usize)> = Vec::new();
         for (k, c) in self.conns.iter() {
             let reading = !c.lingering && c.pending.is_empty() && !self.exchanges.running(k);
             let deadline = if c.lingering || !c.pending.is_empty() {
@@ -527,18 +527,22 @@ impl EventLoop {
             };
             if now >= deadline {
                 expired.push(k);
-            } else if reading
-                && c.session.http.phase() != Phase::Body
-                && closest.is_none_or(|(d, _)| deadline < d)
-            {
-                closest = Some((deadline, k));
+            } else if pressure && reading && c.session.http.phase() != Phase::Body {
+                closest.push((deadline, k));
             }
         }
-        let mut evicted = None;
-        if pressure && expired.is_empty() {
-            if let Some((_, k)) = closest {
-                expired.push(k);
-                evicted = Some(k);
+        // At the cap with connections queueing: as many as queue (up to 64), those closest
+        // to their deadlines, make room.
+        let mut evicted = Vec::new();
+        if pressure && expired.len() < 64 {
+            let queued = gearshift_core::metrics::procfs::accept_queue(&*self.listener)
+                .map_or(1, |(len, _)| len as usize)
+                .clamp(1, 64);
+            let n = queued.saturating_sub(expired.len()).min(closest.len());
+            if n > 0 {
+                closest.select_nth_unstable(n - 1);
+                evicted.extend(closest[..n].iter().map(|&(_, k)| k));
+                expired.extend_from_slice(&evicted);
             }
         }
         for k in expired {
@@ -546,7 +550,7 @@ impl EventLoop {
             if !c.lingering && c.pending.is_empty() {
                 let guard = self.shared.counters.guard();
                 match c.session.http.slow_reason() {
-                    _ if evicted == Some(k) => guard.slow(Slow::Pressure),
+                    _ if evicted.contains(&k) => guard.slow(Slow::Pressure),
                     SlowReason::FirstByte => guard.slow(Slow::FirstByte),
                     SlowReason::Head => guard.slow(Slow::Head),
                     SlowReason::Body => guard.slow(Slow::Body),

@@ -11,7 +11,8 @@
 //! the first byte and the first head from the connection's start, heads and bodies at a
 //! minimum rate; under pressure (requests waiting for a worker, or the connection cap
 //! reached with connections queueing in the backlog) the wait for a head is cut to
-//! `pressure_ms`, and at the cap the oldest waiting connection makes room for the next.
+//! `pressure_ms`, and at the cap the waiting connections closest to their deadlines make
+//! room for those queueing.
 //! The stage runs no thread of its own: an engine calls `turn` from its acceptor thread
 //! (threads, pool), its master's loop (fork, prefork) or its listener thread (worker).
 
@@ -42,8 +43,10 @@ const MAX_INPUT: usize = 128 * 1024;
 /// The answer to a head that came too slowly (written without waiting, then closed).
 const TIMEOUT_408: &[u8] =
     b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
-/// How often deadlines are checked.
+/// How often deadlines are checked (at every turn while at the connection cap).
 const SWEEP_MS: u64 = 100;
+/// Most connections closed in one sweep to make room at the cap.
+const MAX_EVICT: usize = 64;
 
 /// A connection between the stage and a worker: its socket, the input read and not yet
 /// used, and how far it got.
@@ -202,7 +205,7 @@ impl Front {
             }
         }
         self.events = events;
-        if now >= self.last_sweep_ms + SWEEP_MS {
+        if now >= self.last_sweep_ms + SWEEP_MS || self.held() >= self.cap {
             self.last_sweep_ms = now;
             self.sweep(listener, shared, svc, now);
         }
@@ -355,19 +358,27 @@ impl Front {
         }
         let t = &t;
         let mut due: Vec<(usize, Slow)> = Vec::new();
-        let mut oldest: Option<(u64, usize)> = None;
+        let mut closest: Vec<(u64, usize)> = Vec::new();
         for (k, p) in self.pending.iter() {
             let (deadline, why) = deadline(p, t, pressure);
             if now >= deadline {
                 due.push((k, why));
-            } else if p.head_done_ms.is_none() && oldest.is_none_or(|(d, _)| deadline < d) {
-                oldest = Some((deadline, k));
+            } else if queueing && p.head_done_ms.is_none() {
+                closest.push((deadline, k));
             }
         }
-        // At the cap with connections queueing: the one closest to its deadline makes room.
-        if queueing && due.is_empty() {
-            if let Some((_, k)) = oldest {
-                due.push((k, Slow::Pressure));
+        // At the cap with connections queueing: as many as queue (up to `MAX_EVICT`), those
+        // closest to their deadlines, make room, so a client that sends its request at once
+        // is not left in the backlog behind connections that send nothing.
+        if queueing && due.len() < MAX_EVICT {
+            let queued = gearshift_core::metrics::procfs::accept_queue(listener)
+                .map_or(1, |(len, _)| len as usize)
+                .clamp(1, MAX_EVICT);
+            let room = queued.saturating_sub(due.len());
+            if room > 0 && !closest.is_empty() {
+                let n = room.min(closest.len());
+                closest.select_nth_unstable(n - 1);
+                due.extend(closest[..n].iter().map(|&(_, k)| (k, Slow::Pressure)));
             }
         }
         for (k, why) in due {
