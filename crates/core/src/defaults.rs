@@ -21,9 +21,9 @@ pub const BACKLOG: i32 = 511;
 /// bytes here (no worker): 16,384, and never more than the descriptor limit allows
 /// (`limits::connection_cap`).
 pub const MAX_CONNECTIONS: usize = 16_384;
-/// Descriptors kept for the server itself (listener, epoll sets, wakers, log files, the
-/// cache's descriptors below, CGI pipes) when the connection cap is sized against
-/// RLIMIT_NOFILE. Ours.
+/// Descriptors kept for the server itself (listener, epoll sets, wakers, log files, CGI
+/// pipes; at most half of a small limit) when the connection cap is sized against
+/// RLIMIT_NOFILE; the cache's open files (`CACHE_MAX_FDS`) are kept on top. Ours.
 pub const RESERVED_FDS: usize = 64;
 /// Accepting stops this long after accept(2) fails for want of descriptors (EMFILE, ENFILE)
 /// or memory: nginx disables accept for 500 ms (`ngx_event_accept`).

@@ -48,10 +48,11 @@ pub fn connection_cap(configured: usize, nofile: u64) -> usize {
     wanted.min(room.min(usize::MAX as u64) as usize).max(1)
 }
 
-/// Descriptors set aside for the server itself: `RESERVED_FDS`, or a quarter of a small
-/// limit (so 64 descriptors still leave 48 for connections).
+/// Descriptors set aside for the server itself: `RESERVED_FDS` (half of a small limit:
+/// a process engine's master holds a dozen of its own, plus passing sockets and files read
+/// now and then), and the object cache's open files (`cache_fds`) on top.
 pub fn reserved_fds(nofile: u64) -> usize {
-    (defaults::RESERVED_FDS as u64).min(nofile / 4) as usize
+    (defaults::RESERVED_FDS as u64).min(nofile / 2) as usize + cache_fds(nofile)
 }
 
 /// Descriptors the object cache may keep open, given the descriptor limit: `CACHE_MAX_FDS`,
@@ -188,9 +189,10 @@ mod tests {
     fn the_cap_leaves_room_for_the_servers_own_descriptors() {
         assert_eq!(connection_cap(0, 1 << 20), defaults::MAX_CONNECTIONS);
         assert_eq!(connection_cap(100, 1 << 20), 100);
-        assert_eq!(connection_cap(0, 1024), 1024 - 64);
-        assert_eq!(connection_cap(0, 64), 48);
-        assert_eq!(connection_cap(0, 2), 2, "a tiny limit still serves one");
+        // 64 for the server, 128 for the cache's files.
+        assert_eq!(connection_cap(0, 1024), 1024 - 64 - 128);
+        assert_eq!(connection_cap(0, 64), 64 - 32 - 8);
+        assert_eq!(connection_cap(0, 2), 1, "a tiny limit still serves one");
         assert_eq!(cache_fds(1 << 20), defaults::CACHE_MAX_FDS);
         assert_eq!(cache_fds(256), 32);
     }
