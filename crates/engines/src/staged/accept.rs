@@ -39,7 +39,13 @@ pub(super) fn run(p: &Arc<Pipeline>, listener: &TcpListener, shared: &Shared) ->
         }
         // At the connection cap, or out of descriptors: connections wait in the backlog.
         let paused = acceptor.paused_for_ms();
-        if paused > 0 || p.stats.connections.load(Ordering::Relaxed) >= cap_conns {
+        let at_cap = p.stats.connections.load(Ordering::Relaxed) >= cap_conns;
+        let queueing = at_cap && {
+            let mut fds = [PollFd::new(listener, PollFlags::IN)];
+            matches!(poll(&mut fds, 0), Ok(n) if n > 0)
+        };
+        p.pressure.store(queueing, Ordering::Relaxed);
+        if paused > 0 || at_cap {
             std::thread::sleep(std::time::Duration::from_millis(paused.clamp(10, 100)));
             continue;
         }

@@ -125,6 +125,9 @@ struct Pipeline {
     serial: AtomicUsize,
     /// accept(2) with its back-off, shared by the accept threads.
     acceptor: crate::limits::Acceptor,
+    /// At the connection cap with connections queueing in the backlog: the receive threads
+    /// cut waits for heads to the pressure timeout.
+    pressure: std::sync::atomic::AtomicBool,
     /// Monitor samples (older, newer), at least `live::WINDOW_NS` apart once the server
     /// has run that long: `/status` measures rates and utilisation from the older one.
     window: Mutex<(Snapshot, Snapshot)>,
@@ -181,6 +184,7 @@ impl StagedEngine {
             handles: Mutex::new(Vec::new()),
             serial: AtomicUsize::new(0),
             acceptor: crate::limits::Acceptor::new(),
+            pressure: std::sync::atomic::AtomicBool::new(false),
             window: Mutex::default(),
         };
         for (s, n) in Stage::ALL.iter().zip(counts) {

@@ -424,9 +424,12 @@ impl Receiver {
     }
 
     /// Deadlines of the connections here: header (408), keep-alive idle, lingering; idle
-    /// connections while draining; everything past the drain deadline.
+    /// connections while draining; everything past the drain deadline. While the engine
+    /// is at its connection cap with connections queueing (`Pipeline::pressure`), waits for
+    /// heads are cut to the pressure timeout.
     fn sweep(&mut self) {
         let now = self.w.now_ms;
+        let pressure = self.p.pressure.load(Ordering::Relaxed);
         let expired: Vec<usize> = self
             .slots
             .iter()
@@ -437,7 +440,12 @@ impl Receiver {
                     || if c.lingering {
                         now >= c.deadline_ms
                     } else {
-                        (self.draining && idle) || now >= c.session.http.read_deadline()
+                        let deadline = if pressure {
+                            c.session.http.pressure_deadline()
+                        } else {
+                            c.session.http.read_deadline()
+                        };
+                        (self.draining && idle) || now >= deadline
                     };
                 due.then_some(k)
             })
@@ -447,6 +455,7 @@ impl Receiver {
                 if !self.past_deadline && !self.draining && !c.lingering {
                     let guard = self.shared.counters.guard();
                     match c.session.http.slow_reason() {
+                        _ if now < c.session.http.read_deadline() => guard.slow(Slow::Pressure),
                         SlowReason::FirstByte => guard.slow(Slow::FirstByte),
                         SlowReason::Head => guard.slow(Slow::Head),
                         SlowReason::Body => guard.slow(Slow::Body),
