@@ -174,8 +174,9 @@ impl Runner {
         let mut fresh = !kept.is_empty();
         // The socket's receive timeout: `TICK_MS` whenever no `serve_session` runs on it.
         let mut rcv_ms = TICK_MS;
-        // Idle and parking: how long this idle spell waits in read before handing back.
-        let mut linger_ms: Option<u64> = None;
+        // Idle and parking: until when this idle spell waits in read before handing back
+        // (`park` is asked again at every tick: it may change its mind).
+        let mut linger_until: Option<u64> = None;
         loop {
             self.tick(shared);
             let idle = kept.is_empty() && session.http.phase() == Phase::Idle;
@@ -184,10 +185,10 @@ impl Runner {
                     // Idle between requests: with nothing to read, hand it back (whoever
                     // parks it also closes it on a drain); with input waiting, serve it,
                     // even when draining (the answer then says `Connection: close`).
-                    if linger_ms.is_none() {
+                    if linger_until.is_none() {
                         let ms = if self.w.draining { 0 } else { linger() };
                         if ms > 0 {
-                            linger_ms = Some(ms);
+                            linger_until = Some(self.w.now_ms + ms);
                         } else {
                             let mut fds = [PollFd::new(&fd, PollFlags::IN)];
                             if matches!(poll(&mut fds, 0), Ok(0)) {
@@ -203,7 +204,7 @@ impl Runner {
                 break;
             }
             let deadline = session.http.read_deadline();
-            if self.w.now_ms >= deadline && idle && linger_ms.is_some() {
+            if self.w.now_ms >= deadline && idle && linger_until.is_some() {
                 return Some(self.hand_back(fd, &session, kept, rcv_ms));
             }
             if self.w.now_ms >= deadline && !fresh {
@@ -220,8 +221,9 @@ impl Runner {
             } else {
                 // Wait in the read itself, for a tick or up to the deadline if that is
                 // sooner (the timeout changes only near a deadline, not per request).
-                let lingering = linger_ms.filter(|_| idle);
-                let wait = (deadline - self.w.now_ms).min(lingering.unwrap_or(TICK_MS));
+                let lingering = linger_until.filter(|_| idle);
+                let until = lingering.map_or(TICK_MS, |u| u.saturating_sub(self.w.now_ms));
+                let wait = (deadline - self.w.now_ms).min(until.clamp(1, TICK_MS));
                 if wait != rcv_ms && set_timeout(&fd, Timeout::Recv, wait).is_ok() {
                     rcv_ms = wait;
                 }
@@ -233,12 +235,18 @@ impl Runner {
                     // parks it enforces): hand it back. A request arriving just now makes
                     // the listener's level-triggered epoll report it at once.
                     Err(Errno::AGAIN) if lingering.is_some() => {
-                        return Some(self.hand_back(fd, &session, kept, rcv_ms));
+                        self.tick(shared);
+                        let over = lingering.is_some_and(|u| self.w.now_ms >= u);
+                        let again = !self.w.draining && park.is_some_and(|p| p() > 0);
+                        if over || !again {
+                            return Some(self.hand_back(fd, &session, kept, rcv_ms));
+                        }
+                        continue;
                     }
                     Err(Errno::AGAIN) => continue,
                     Err(_) => break,
                 };
-                linger_ms = None;
+                linger_until = None;
                 self.tick(shared);
                 kept.extend_from_slice(&self.buf[..n]);
             }

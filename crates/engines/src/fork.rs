@@ -15,7 +15,7 @@ pub mod process;
 
 use super::blocking::Runner;
 use super::scoreboard::{Scoreboard, State};
-use crate::front::{Front, Handoff, LINGER_MS};
+use crate::front::{Front, Handoff, PROCESS_LINGER_MS};
 use crate::pass::{self, Received};
 use crate::{limits, Host, Request, Shared};
 use gearshift_core::knobs::Spec;
@@ -305,7 +305,13 @@ fn serve_one(
     let header = board.header();
     let counter = board.clone();
     w.report_requests(Box::new(move |n| counter.slot(i).add_requests(n)));
-    let linger = || if header.pressure() { 0 } else { LINGER_MS };
+    let linger = || {
+        if header.pressure() {
+            0
+        } else {
+            PROCESS_LINGER_MS
+        }
+    };
     if let Some(h) = w.serve_guarded(h, shared, &linger) {
         let _ = pass::send(back, h, false);
     }

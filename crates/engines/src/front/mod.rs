@@ -31,7 +31,7 @@ use std::sync::atomic::Ordering;
 mod returns;
 mod rules;
 
-pub use returns::{spawn_stage, Returns, LINGER_MS};
+pub use returns::{spawn_stage, Returns, LINGER_MS, PROCESS_LINGER_MS};
 use rules::{counted, deadline, head_complete, listener_readable};
 pub use rules::{ready, BODY_BUFFER};
 

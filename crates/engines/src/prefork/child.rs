@@ -4,7 +4,7 @@
 //! MaxConnectionsPerChild.
 
 use crate::blocking::Runner;
-use crate::front::LINGER_MS;
+use crate::front::PROCESS_LINGER_MS;
 use crate::pass::{self, Received};
 use crate::scoreboard::{Scoreboard, State};
 use crate::shared::Shared;
@@ -62,7 +62,13 @@ pub(super) fn child_main(
         };
         slot.set_state(State::Busy);
         slot.add_connection();
-        let linger = || if header.pressure() { 0 } else { LINGER_MS };
+        let linger = || {
+            if header.pressure() {
+                0
+            } else {
+                PROCESS_LINGER_MS
+            }
+        };
         if let Some(h) = w.serve_guarded(h, shared, &linger) {
             let _ = pass::send(back_tx, h, false);
         }
