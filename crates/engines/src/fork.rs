@@ -227,8 +227,15 @@ impl Master {
         self.children.board.header().set_ready(front.ready_len());
     }
 
-    /// Fork a child for each ready connection, up to the burst and the child limit.
+    /// Fork a child for each ready connection, up to the burst and the child limit; then
+    /// tell children whether connections still wait for one.
     fn dispatch(&mut self, shared: &Arc<Shared>) {
+        self.fork_ready(shared);
+        let ready = self.front.as_ref().map_or(0, Front::ready_len);
+        self.children.board.header().set_ready(ready);
+    }
+
+    fn fork_ready(&mut self, shared: &Arc<Shared>) {
         for _ in 0..FORK_BURST {
             if self.children.live.len() >= self.knobs.max_children
                 || shared.now_ms() < self.retry_at

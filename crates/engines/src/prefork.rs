@@ -306,8 +306,15 @@ impl Master<'_> {
         self.children.board.header().set_ready(front.ready_len());
     }
 
-    /// Pass ready connections to idle children, one each.
+    /// Pass ready connections to idle children, one each; then tell children whether
+    /// connections still wait for one.
     fn dispatch(&mut self) {
+        self.pass_ready();
+        let ready = self.front.as_ref().map_or(0, Front::ready_len);
+        self.children.board.header().set_ready(ready);
+    }
+
+    fn pass_ready(&mut self) {
         let (Some(front), Some(tx)) = (&mut self.front, &self.to_tx) else {
             return;
         };
