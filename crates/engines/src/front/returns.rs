@@ -15,11 +15,11 @@ use std::sync::Mutex;
 pub const LINGER_MS: u64 = 50;
 
 /// The same for a process engine's child (fork, prefork), while no connection waits for a
-/// child: a second, so a keep-alive client's next request usually finds the same process
-/// (and its cached upstream and FastCGI connections), as with Apache's prefork, where a
-/// child keeps the connection for the whole KeepAliveTimeout. Children ask again at every
+/// child: Apache's KeepAliveTimeout (5 s), for which an Apache prefork child keeps an idle
+/// connection, so a keep-alive client's next request finds the same process (and its
+/// cached upstream and FastCGI connections). Unlike Apache's, children ask again at every
 /// tick (200 ms) and let go at once when connections queue for a child.
-pub const PROCESS_LINGER_MS: u64 = 1000;
+pub const PROCESS_LINGER_MS: u64 = 5000;
 
 /// Where workers of the same process hand connections back to the stage: a list and an
 /// eventfd the stage watches (`Front::watch`, then `Front::collect` when it fires).
