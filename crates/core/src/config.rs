@@ -14,8 +14,18 @@ pub struct HttpConfig {
     pub max_headers: usize,
     pub max_body: u64,
     pub header_timeout_ms: u64,
+    /// Longest a head may take however fast it comes (mod_reqtimeout header=20-40).
+    pub header_timeout_max_ms: u64,
+    /// How long a new connection may stay silent.
+    pub first_byte_timeout_ms: u64,
+    /// Bytes per second a head earns time at and a body must keep (0 = no rate).
+    pub min_rate: u64,
+    /// A body's initial time before its rate counts (mod_reqtimeout body=20).
+    pub body_rate_timeout_ms: u64,
     pub body_timeout_ms: u64,
     pub keepalive_timeout_ms: u64,
+    /// Idle and head timeouts while the engine is under pressure.
+    pub pressure_timeout_ms: u64,
     pub send_timeout_ms: u64,
     /// Requests per keep-alive connection before it is closed.
     pub keepalive_requests: u64,
@@ -26,6 +36,12 @@ pub struct HttpConfig {
     /// believed for the client's address (access log, CGI's REMOTE_ADDR, the proxy's
     /// forwarding headers). Empty: PROXY headers from anyone, `X-Forwarded-For` never.
     pub trusted_proxies: Vec<String>,
+    /// Connections the server holds at once (all its workers together); beyond it new
+    /// connections wait in the listen backlog. 0 = sized from the descriptor limit.
+    pub max_connections: usize,
+    /// TCP_DEFER_ACCEPT seconds: a connection is accepted once it sends (or after about
+    /// this long); 0 = off.
+    pub defer_accept_s: u32,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -50,12 +66,19 @@ impl Default for HttpConfig {
             max_headers: l.max_headers,
             max_body: l.max_body,
             header_timeout_ms: t.header_ms,
+            header_timeout_max_ms: t.header_max_ms,
+            first_byte_timeout_ms: t.first_byte_ms,
+            min_rate: t.min_rate,
+            body_rate_timeout_ms: t.body_rate_ms,
             body_timeout_ms: t.body_ms,
             keepalive_timeout_ms: t.keepalive_ms,
+            pressure_timeout_ms: t.pressure_ms,
             send_timeout_ms: t.send_ms,
             keepalive_requests: defaults::KEEPALIVE_REQUESTS,
             proxy_protocol: false,
             trusted_proxies: Vec::new(),
+            max_connections: defaults::MAX_CONNECTIONS,
+            defer_accept_s: defaults::DEFER_ACCEPT_S,
         }
     }
 }
@@ -79,6 +102,14 @@ impl HttpConfig {
         positive("http.max_head", h.max_head as u64)?;
         positive("http.max_headers", h.max_headers as u64)?;
         positive("http.header_timeout_ms", h.header_timeout_ms)?;
+        positive("http.first_byte_timeout_ms", h.first_byte_timeout_ms)?;
+        positive("http.body_rate_timeout_ms", h.body_rate_timeout_ms)?;
+        positive("http.pressure_timeout_ms", h.pressure_timeout_ms)?;
+        if h.header_timeout_max_ms < h.header_timeout_ms {
+            return Err(
+                "http.header_timeout_max_ms: must not be below http.header_timeout_ms".into(),
+            );
+        }
         positive("http.body_timeout_ms", h.body_timeout_ms)?;
         positive("http.send_timeout_ms", h.send_timeout_ms)?;
         positive("http.keepalive_requests", h.keepalive_requests)?;
@@ -103,6 +134,11 @@ impl HttpConfig {
     pub fn timeouts(&self) -> defaults::Timeouts {
         defaults::Timeouts {
             header_ms: self.header_timeout_ms,
+            header_max_ms: self.header_timeout_max_ms,
+            first_byte_ms: self.first_byte_timeout_ms,
+            min_rate: self.min_rate,
+            body_rate_ms: self.body_rate_timeout_ms,
+            pressure_ms: self.pressure_timeout_ms,
             body_ms: self.body_timeout_ms,
             keepalive_ms: self.keepalive_timeout_ms,
             send_ms: self.send_timeout_ms,

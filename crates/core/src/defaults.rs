@@ -14,6 +14,31 @@ pub const INDEX: &[&str] = &["index.html"];
 /// Accept backlog. nginx `listen ... backlog=511` on Linux (NGX_LISTEN_BACKLOG).
 pub const BACKLOG: i32 = 511;
 
+/// Connections the server holds at once, all workers together, before new ones are left
+/// in the listen backlog: nginx's `worker_connections` (512 in its source, 768 in Debian's
+/// nginx.conf) is per worker process; Apache's MaxRequestWorkers 400 plus ListenBacklog 511
+/// per server. Ours is larger because a connection waiting for its head costs a few hundred
+/// bytes here (no worker): 16,384, and never more than the descriptor limit allows
+/// (`limits::connection_cap`).
+pub const MAX_CONNECTIONS: usize = 16_384;
+/// Descriptors kept for the server itself (listener, epoll sets, wakers, log files, CGI
+/// pipes; at most half of a small limit) when the connection cap is sized against
+/// RLIMIT_NOFILE; the cache's open files (`CACHE_MAX_FDS`) are kept on top. Ours.
+pub const RESERVED_FDS: usize = 64;
+/// Accepting stops this long after accept(2) fails for want of descriptors (EMFILE, ENFILE)
+/// or memory: nginx disables accept for 500 ms (`ngx_event_accept`).
+pub const ACCEPT_BACKOFF_MS: u64 = 500;
+/// TCP_DEFER_ACCEPT: the kernel holds a connection until its first data (or this many
+/// seconds). nginx `listen ... deferred` uses 1 s; Apache `AcceptFilter http data` 30 s;
+/// ours: 10 s, longer than nginx so a silent flood costs nothing, shorter than Apache so a
+/// client that speaks first only after a delay (not HTTP, but possible) is not held long.
+pub const DEFER_ACCEPT_S: u32 = 10;
+/// Diagnostic lines one kind of client-caused condition may write per second; beyond it
+/// repeats are counted and summarised once a second. nginx and Apache log each occurrence
+/// but rate-limit the repeated `accept() failed` (nginx) or `server reached
+/// MaxRequestWorkers` (Apache, once) messages; ours: 5 a second per kind.
+pub const LOG_LINES_PER_S: u32 = 5;
+
 /// Most ranges honoured in one request before serving 200. Apache `MaxRanges 200`.
 pub const MAX_RANGES: usize = 200;
 
@@ -22,9 +47,14 @@ pub const KEEPALIVE_REQUESTS: u64 = 1000;
 
 /// Object cache (paper 002's data cache): total bytes held in memory.
 pub const CACHE_MAX_BYTES: u64 = 64 * 1024 * 1024;
-/// Object cache: entries (also bounds cached open descriptors of large files).
-/// nginx examples use `open_file_cache max=1000`; we allow more, entries are small.
+/// Object cache: entries. nginx examples use `open_file_cache max=1000`; we allow more,
+/// entries are small.
 pub const CACHE_MAX_ENTRIES: usize = 10_000;
+/// Object cache: open descriptors of large files it keeps (each counts against
+/// RLIMIT_NOFILE). nginx's example `open_file_cache max=1000` bounds them by entries; we
+/// bound them apart, at 256 and never more than an eighth of the descriptor limit, so a
+/// crawl of large files cannot take the descriptors connections need.
+pub const CACHE_MAX_FDS: usize = 256;
 /// Files up to this size are held in memory with their headers; larger ones are sent with
 /// sendfile from a cached descriptor. Paper 002 caches "small" objects; SPECweb99's file
 /// classes top out at 900 KiB; we keep bodies that fit a few TCP segments' worth of writev.

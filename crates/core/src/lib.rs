@@ -21,4 +21,5 @@ pub mod lifecycle;
 pub mod metrics;
 pub mod net;
 pub mod output;
+pub mod ratelog;
 pub mod respond;

@@ -8,10 +8,13 @@
 //! non-blocking (MSG_DONTWAIT in `Batch`) and wait in poll while the socket is full. The
 //! protocol work is the same `Session` the event engine drives.
 
+use crate::front::Handoff;
 use crate::session::{Session, Stop, ThreadCtx};
 use crate::shared::Shared;
+use gearshift_core::metrics::Slow;
 use gearshift_core::output::{Batch, Flushed};
 use gearshift_http::Phase;
+use gearshift_http::SlowReason;
 use rustix::event::{poll, PollFd, PollFlags};
 use rustix::fd::{AsFd, OwnedFd};
 use rustix::io::Errno;
@@ -76,6 +79,11 @@ impl Runner {
         }
     }
 
+    /// After a panic while serving: drop whatever output was being built.
+    pub fn reset(&mut self) {
+        self.batch.clear();
+    }
+
     /// Flush the access log (on exit).
     pub fn flush_log(&mut self) {
         if let Some(log) = &mut self.w.log {
@@ -86,7 +94,7 @@ impl Runner {
     /// Serve `fd` until the client leaves, a timeout fires, or the server drains.
     pub fn serve(&mut self, fd: OwnedFd, peer: SocketAddr, shared: &Shared) {
         let session = self.open(&fd, peer, shared);
-        self.serve_session(fd, session, shared, None);
+        self.serve_session(fd, session, Vec::new(), shared, None);
     }
 
     /// A new connection's session; sets the socket up for `serve_session`.
@@ -95,55 +103,96 @@ impl Runner {
         let svc = shared.service.load_full();
         self.w.sync_log(&svc);
         let _ = rustix::net::sockopt::set_tcp_nodelay(fd, true);
-        // Blocking (as accepted), but no wait longer than a tick: a stalled client then
-        // cannot hold the worker past the read or send timeout or a drain deadline.
-        let _ = set_timeout(fd, Timeout::Recv, TICK_MS);
-        let _ = set_timeout(fd, Timeout::Send, TICK_MS);
+        self.prepare(fd);
         shared.counters.connection();
         Session::new(&svc, peer, self.w.now_ms)
     }
 
-    /// Serve a connection like `serve`; with `park`, give it back instead of waiting once it
-    /// is idle between requests (the `worker` engine's listener thread then waits for it, as
-    /// mpm_event's does). `park` says, each time the connection falls idle, how long (ms) to
-    /// wait in read for the next request first: a keep-alive client that is still sending
-    /// then stays on this thread, with no hand-off (an eventfd, two epoll_ctl, a wake-up of
-    /// the listener and one of a worker) per request; 0 hands it back at once (when nothing
-    /// is waiting to be read). A session handed back in is resumed with its keep-alive
-    /// clock restarted: whoever held it enforced the idle timeout. With `park` the access
-    /// log is also written before each answer (see below).
+    /// Blocking (as accepted), but no wait longer than a tick: a stalled client then
+    /// cannot hold the worker past the read or send timeout or a drain deadline.
+    fn prepare(&mut self, fd: &OwnedFd) {
+        let _ = rustix::io::ioctl_fionbio(fd, false);
+        let _ = set_timeout(fd, Timeout::Recv, TICK_MS);
+        let _ = set_timeout(fd, Timeout::Send, TICK_MS);
+    }
+
+    /// `serve_handoff`, with a panic while serving closing that connection (counted and
+    /// logged by `guard::catch`) while the worker goes on.
+    pub fn serve_guarded(
+        &mut self,
+        h: Handoff,
+        shared: &Shared,
+        linger: &dyn Fn() -> u64,
+    ) -> Option<Handoff> {
+        let served = crate::guard::catch(shared, || self.serve_handoff(h, shared, linger));
+        served.unwrap_or_else(|| {
+            self.reset();
+            None
+        })
+    }
+
+    /// Serve a connection the head-reading stage (`front`) hands over, holding a complete
+    /// request, until it waits for input again: then it is handed back (`Some`), unless it
+    /// ended. `linger` as in `serve_session`.
+    pub fn serve_handoff(
+        &mut self,
+        h: Handoff,
+        shared: &Shared,
+        linger: &dyn Fn() -> u64,
+    ) -> Option<Handoff> {
+        self.tick(shared);
+        let svc = shared.service.load_full();
+        self.w.sync_log(&svc);
+        self.prepare(&h.fd);
+        let session = Session::resume(&svc, h.peer, self.w.now_ms, h.requests, h.head_ms);
+        self.serve_session(h.fd, session, h.input, shared, Some(linger))
+    }
+
+    /// Serve a connection, starting with `kept` (input read before, not yet processed);
+    /// with `park`, give it back instead of waiting once it waits for input: idle between
+    /// requests, or in the middle of a head (the head-reading stage waits for the rest, as
+    /// mpm_event's listener waits for kept-alive connections). `park` says, each time the
+    /// connection falls idle, how long (ms) to wait in read for the next request first: a
+    /// keep-alive client that is still sending then stays on this thread, with no hand-off
+    /// per request; 0 hands it back at once (when nothing is waiting to be read). A
+    /// session handed back in is resumed with its keep-alive clock restarted: whoever held
+    /// it enforced the idle timeout. With `park` the access log is also written before
+    /// each answer (see below).
     pub fn serve_session(
         &mut self,
         fd: OwnedFd,
         mut session: Session,
+        mut kept: Vec<u8>,
         shared: &Shared,
         park: Option<&dyn Fn() -> u64>,
-    ) -> Option<(OwnedFd, Session)> {
+    ) -> Option<Handoff> {
         self.tick(shared);
         if park.is_some() {
             session.http.response_done(self.w.now_ms);
         }
-        let mut kept: Vec<u8> = Vec::new();
+        // Input handed in is processed before anything is read.
+        let mut fresh = !kept.is_empty();
         // The socket's receive timeout: `TICK_MS` whenever no `serve_session` runs on it.
         let mut rcv_ms = TICK_MS;
-        // Idle and parking: how long this idle spell waits in read before handing back.
-        let mut linger_ms: Option<u64> = None;
+        // Idle and parking: until when this idle spell waits in read before handing back
+        // (`park` is asked again at every tick: it may change its mind).
+        let mut linger_until: Option<u64> = None;
         loop {
             self.tick(shared);
             let idle = kept.is_empty() && session.http.phase() == Phase::Idle;
-            if idle {
+            if idle && !fresh {
                 if let Some(linger) = park {
                     // Idle between requests: with nothing to read, hand it back (whoever
                     // parks it also closes it on a drain); with input waiting, serve it,
                     // even when draining (the answer then says `Connection: close`).
-                    if linger_ms.is_none() {
+                    if linger_until.is_none() {
                         let ms = if self.w.draining { 0 } else { linger() };
                         if ms > 0 {
-                            linger_ms = Some(ms);
+                            linger_until = Some(self.w.now_ms + ms);
                         } else {
                             let mut fds = [PollFd::new(&fd, PollFlags::IN)];
                             if matches!(poll(&mut fds, 0), Ok(0)) {
-                                return Some(self.hand_back(fd, session, rcv_ms));
+                                return Some(self.hand_back(fd, &session, kept, rcv_ms));
                             }
                         }
                     }
@@ -155,10 +204,11 @@ impl Runner {
                 break;
             }
             let deadline = session.http.read_deadline();
-            if self.w.now_ms >= deadline && idle && linger_ms.is_some() {
-                return Some(self.hand_back(fd, session, rcv_ms));
+            if self.w.now_ms >= deadline && idle && linger_until.is_some() {
+                return Some(self.hand_back(fd, &session, kept, rcv_ms));
             }
-            if self.w.now_ms >= deadline {
+            if self.w.now_ms >= deadline && !fresh {
+                count_slow(shared, &session);
                 if session.http.phase() == Phase::Head {
                     session.timeout_response(&self.w, &mut self.batch);
                     let _ = self.batch.write(fd.as_fd());
@@ -166,31 +216,42 @@ impl Runner {
                 }
                 break;
             }
-            // Wait in the read itself, for a tick or up to the deadline if that is sooner
-            // (the timeout changes only near a deadline, not per request).
-            let lingering = linger_ms.filter(|_| idle);
-            let wait = (deadline - self.w.now_ms).min(lingering.unwrap_or(TICK_MS));
-            if wait != rcv_ms && set_timeout(&fd, Timeout::Recv, wait).is_ok() {
-                rcv_ms = wait;
-            }
-            let n = match rustix::io::read(&fd, &mut self.buf) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(Errno::INTR) => continue,
-                // Lingered long enough (or up to the keep-alive deadline, which whoever
-                // parks it enforces): hand it back. A request arriving just now makes the
-                // listener's level-triggered epoll report it at once.
-                Err(Errno::AGAIN) if lingering.is_some() => {
-                    return Some(self.hand_back(fd, session, rcv_ms));
+            if fresh {
+                fresh = false;
+            } else {
+                // Wait in the read itself, for a tick or up to the deadline if that is
+                // sooner (the timeout changes only near a deadline, not per request).
+                let lingering = linger_until.filter(|_| idle);
+                let until = lingering.map_or(TICK_MS, |u| u.saturating_sub(self.w.now_ms));
+                let wait = (deadline - self.w.now_ms).min(until.clamp(1, TICK_MS));
+                if wait != rcv_ms && set_timeout(&fd, Timeout::Recv, wait).is_ok() {
+                    rcv_ms = wait;
                 }
-                Err(Errno::AGAIN) => continue,
-                Err(_) => break,
-            };
-            linger_ms = None;
-            self.tick(shared);
+                let n = match rustix::io::read(&fd, &mut self.buf) {
+                    Ok(0) => break,
+                    Ok(n) => n,
+                    Err(Errno::INTR) => continue,
+                    // Lingered long enough (or up to the keep-alive deadline, which whoever
+                    // parks it enforces): hand it back. A request arriving just now makes
+                    // the listener's level-triggered epoll report it at once.
+                    Err(Errno::AGAIN) if lingering.is_some() => {
+                        self.tick(shared);
+                        let over = lingering.is_some_and(|u| self.w.now_ms >= u);
+                        let again = !self.w.draining && park.is_some_and(|p| p() > 0);
+                        if over || !again {
+                            return Some(self.hand_back(fd, &session, kept, rcv_ms));
+                        }
+                        continue;
+                    }
+                    Err(Errno::AGAIN) => continue,
+                    Err(_) => break,
+                };
+                linger_until = None;
+                self.tick(shared);
+                kept.extend_from_slice(&self.buf[..n]);
+            }
             let svc = shared.service.load_full();
             self.w.sync_log(&svc);
-            kept.extend_from_slice(&self.buf[..n]);
             let mut stop;
             loop {
                 let (used, s) = session.process(&kept, &svc, &mut self.w, &mut self.batch);
@@ -203,6 +264,7 @@ impl Runner {
                     self.flush_log();
                 }
                 if !self.write_all(&fd, session.send_timeout_ms, shared) {
+                    shared.counters.guard().slow(Slow::Send);
                     self.batch.clear();
                     return None;
                 }
@@ -227,18 +289,42 @@ impl Runner {
                 linger(&fd, &mut self.buf);
                 return None;
             }
+            // Part of a head: the head-reading stage waits for the rest, not this worker.
+            if park.is_some() && session.http.phase() == Phase::Head && !self.w.draining {
+                return Some(self.hand_back(fd, &session, kept, rcv_ms));
+            }
         }
         None
     }
 }
 
+/// Count a connection closed at its read deadline by what it was too slow at.
+fn count_slow(shared: &Shared, session: &Session) {
+    let why = match session.http.slow_reason() {
+        SlowReason::FirstByte => Slow::FirstByte,
+        SlowReason::Head => Slow::Head,
+        SlowReason::Body => Slow::Body,
+        SlowReason::KeepAlive => return,
+    };
+    shared.counters.guard().slow(why);
+}
+
 impl Runner {
-    /// Give an idle connection back to whoever parks it, its receive timeout reset.
-    fn hand_back(&mut self, fd: OwnedFd, session: Session, rcv_ms: u64) -> (OwnedFd, Session) {
+    /// Give a connection waiting for input back to whoever parks it, its receive timeout
+    /// reset, with the input not yet used (part of a head).
+    fn hand_back(&mut self, fd: OwnedFd, session: &Session, kept: Vec<u8>, rcv_ms: u64) -> Handoff {
         if rcv_ms != TICK_MS {
             let _ = set_timeout(&fd, Timeout::Recv, TICK_MS);
         }
-        (fd, session)
+        let in_head = session.http.phase() == Phase::Head;
+        Handoff {
+            fd,
+            peer: session.peer,
+            input: kept,
+            requests: session.http.requests(),
+            since_ms: self.w.now_ms,
+            head_ms: in_head.then(|| session.http.head_started_ms()),
+        }
     }
 
     /// Write the batch, waiting in poll while the socket is full (a file region's sendfile
@@ -319,27 +405,4 @@ pub fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
-}
-
-/// Blocking accept of one connection from a shared listener (with its peer address).
-/// Returns None on transient errors (the caller loops).
-pub fn accept(listener: &std::net::TcpListener) -> Option<(OwnedFd, SocketAddr)> {
-    use rustix::net::{SocketAddrAny, SocketFlags};
-    match rustix::net::acceptfrom_with(listener.as_fd(), SocketFlags::CLOEXEC) {
-        Ok((fd, addr)) => {
-            let peer = match addr {
-                Some(SocketAddrAny::V4(a)) => SocketAddr::V4(a),
-                Some(SocketAddrAny::V6(a)) => SocketAddr::V6(a),
-                _ => SocketAddr::from(([0, 0, 0, 0], 0)),
-            };
-            Some((fd, peer))
-        }
-        Err(Errno::INTR) | Err(Errno::AGAIN) | Err(Errno::CONNABORTED) => None,
-        Err(e) => {
-            tracing::warn!("accept: {e}");
-            // EMFILE and friends: back off instead of spinning.
-            std::thread::sleep(std::time::Duration::from_millis(10));
-            None
-        }
-    }
 }

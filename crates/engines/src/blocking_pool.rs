@@ -118,7 +118,8 @@ impl<T: Send + 'static> BlockingPool<T> {
                 }
             };
             let Some(job) = job else { break };
-            (self.handler)(job, &mut w);
+            // A panic loses this job (its connection closes); the thread goes on.
+            let _ = crate::guard::catch(&self.shared, || (self.handler)(job, &mut w));
             w.publish(&self.shared);
             if let Some(log) = &mut w.log {
                 log.flush();

@@ -1,29 +1,34 @@
 //! The `fork` engine: a process per connection, paper 004's forked server. A single-threaded
-//! master polls the listener, its control pipe and a SIGCHLD pipe; for each connection it
-//! accepts it forks a child that serves that connection to its end with the blocking
-//! `Runner` and exits. At `max_children` live children the master stops accepting, so
-//! further connections wait in the kernel's accept queue (as with Apache's
-//! MaxRequestWorkers). It reaps on every turn, so no child stays a zombie.
+//! master runs the head-reading stage (`front`: it accepts, and holds every connection
+//! waiting for a request) beside its control pipe and a SIGCHLD pipe; for each connection
+//! with a complete request it forks a child that serves it with the blocking `Runner` until
+//! it waits for input again, passes it back to the master (`pass`) and exits. So a slow or
+//! silent client holds no process (issue 17). At `max_children` live children ready
+//! connections wait in the stage, and beyond the connection cap new ones in the kernel's
+//! accept queue (as with Apache's MaxRequestWorkers). It reaps on every turn, so no child
+//! stays a zombie.
 //!
 //! A SIGHUP reloads the master's service; children forked afterwards get the new one, being
 //! copies of the master. `max_children` is a live knob, re-read on every turn.
 
 pub mod process;
 
-use super::blocking::{self, Runner};
+use super::blocking::Runner;
 use super::scoreboard::{Scoreboard, State};
-use crate::{Host, Request, Shared};
+use crate::front::{Front, Handoff, PROCESS_LINGER_MS};
+use crate::pass::{self, Received};
+use crate::{limits, Host, Request, Shared};
 use gearshift_core::knobs::Spec;
 use process::{Children, Reaper};
 use rustix::event::{poll, PollFd, PollFlags};
 use rustix::fd::{AsFd, OwnedFd};
-use std::net::{SocketAddr, TcpListener};
+use std::net::TcpListener;
 use std::sync::Arc;
 
-/// Connections accepted per turn at most, so signals and reaping stay responsive.
-const ACCEPT_BURST: usize = 64;
-/// Wait when fork fails (process limit, memory) before accepting again.
-const FORK_BACKOFF_MS: i32 = 100;
+/// Children forked per turn at most, so signals and reaping stay responsive.
+const FORK_BURST: usize = 64;
+/// Wait when fork fails (process limit, memory) before forking again.
+const FORK_BACKOFF_MS: u64 = 100;
 
 pub struct ForkEngine {
     max_children: usize,
@@ -77,6 +82,12 @@ impl super::Engine for ForkEngine {
         shared.set_engine("fork", Box::new(move || process::stats(&stats)));
         listener.set_nonblocking(true)?;
         let reaper = Reaper::install()?;
+        let cap = limits::connection_cap(shared.service.load().max_connections, limits::nofile());
+        let front = Front::new(&listener, cap, false)?;
+        // Children pass connections back on `back_tx`; the master reads `back_rx`.
+        let (back_rx, back_tx) = pass::pair()?;
+        rustix::io::ioctl_fionbio(&back_rx, true)?;
+        front.watch(back_rx.as_fd(), 0)?;
         let mut m = Master {
             children: Children::new(board),
             knobs: ForkKnobs {
@@ -84,6 +95,11 @@ impl super::Engine for ForkEngine {
             },
             knobs_generation: shared.knobs.generation(),
             listener: Some(listener),
+            front: Some(front),
+            back_rx: Some(back_rx),
+            back_tx,
+            buf: Vec::new(),
+            retry_at: 0,
         };
         loop {
             if !m.handle_requests(host, &shared) {
@@ -98,12 +114,29 @@ impl super::Engine for ForkEngine {
                 m.children.forget(pid);
             }
             m.children.publish(&shared);
-            let accepting = m.children.live.len() < m.knobs.max_children;
-            if m.wait(host, &reaper, accepting) && accepting {
-                m.accept(&shared);
-            }
+            m.wait(host, &reaper);
+            m.turn(&shared);
+            m.dispatch(&shared);
             reaper.clear();
         }
+        // Draining: requests whose head began are read to their end and answered by
+        // children forked now (copies of the draining master: `Connection: close`).
+        loop {
+            let past = shared.life.past_drain_deadline(shared.now_ms());
+            let Some(front) = &mut m.front else { break };
+            front.drain_waiting(past);
+            if front.is_empty() || past {
+                break;
+            }
+            while let Some((pid, _)) = reaper.reap() {
+                m.children.forget(pid);
+            }
+            m.wait(host, &reaper);
+            m.turn(&shared);
+            m.dispatch(&shared);
+            reaper.clear();
+        }
+        m.front = None;
         m.listener = None;
         m.children.drain(&reaper, &shared);
         Ok(())
@@ -116,6 +149,13 @@ struct Master {
     knobs_generation: u64,
     /// `None` only in children (which close their copy).
     listener: Option<TcpListener>,
+    /// The head-reading stage (`None` in children, which close every connection it holds).
+    front: Option<Front>,
+    back_rx: Option<OwnedFd>,
+    back_tx: OwnedFd,
+    buf: Vec<u8>,
+    /// After a failed fork, none is tried before this (ms).
+    retry_at: u64,
 }
 
 impl Master {
@@ -148,9 +188,14 @@ impl Master {
         }
     }
 
-    /// Wait (at most a tick) for a connection, a request or a child's exit. True if the
-    /// listener is readable.
-    fn wait(&self, host: &dyn Host, reaper: &Reaper, accepting: bool) -> bool {
+    /// Wait (at most a tick) for the stage, a request or a child's exit; not at all while
+    /// a connection is ready and a child may be forked for it.
+    fn wait(&self, host: &dyn Host, reaper: &Reaper) {
+        let Some(front) = &self.front else { return };
+        let can_fork = self.children.live.len() < self.knobs.max_children;
+        if can_fork && front.ready_len() > 0 {
+            return;
+        }
         let (cfd, rfd) = (host.fd(), reaper.fd());
         let mut fds = vec![
             PollFd::new(&cfd, PollFlags::IN),
@@ -160,70 +205,101 @@ impl Master {
         if let Some(a) = &afd {
             fds.push(PollFd::new(a, PollFlags::IN));
         }
-        let lfd = self
-            .listener
-            .as_ref()
-            .filter(|_| accepting)
-            .map(|l| l.as_fd());
-        if let Some(l) = &lfd {
-            fds.push(PollFd::new(l, PollFlags::IN));
-        }
-        let _ = poll(&mut fds, host.sample_due_in_ms().min(200) as i32);
-        lfd.is_some() && fds.last().is_some_and(|f| !f.revents().is_empty())
+        let ffd = front.fd();
+        fds.push(PollFd::new(&ffd, PollFlags::IN));
+        let _ = poll(&mut fds, host.sample_due_in_ms().min(100) as i32);
     }
 
-    /// Accept what is queued (up to the burst and the child limit), a child for each.
-    fn accept(&mut self, shared: &Arc<Shared>) {
-        for _ in 0..ACCEPT_BURST {
-            if self.children.live.len() >= self.knobs.max_children {
+    /// Run the stage once without waiting; adopt connections children passed back.
+    fn turn(&mut self, shared: &Shared) {
+        let (Some(front), Some(listener)) = (&mut self.front, &self.listener) else {
+            return;
+        };
+        let svc = shared.service.load_full();
+        if !front.turn(listener, 0, shared, &svc).is_empty() {
+            if let Some(rx) = &self.back_rx {
+                while let Received::Conn(h) = pass::recv(rx.as_fd(), &mut self.buf) {
+                    front.adopt(h, &svc, shared.now_ms());
+                }
+            }
+        }
+        front.busy = self.children.live.len();
+        self.children.board.header().set_ready(front.ready_len());
+    }
+
+    /// Fork a child for each ready connection, up to the burst and the child limit; then
+    /// tell children whether connections still wait for one.
+    fn dispatch(&mut self, shared: &Arc<Shared>) {
+        self.fork_ready(shared);
+        let ready = self.front.as_ref().map_or(0, Front::ready_len);
+        self.children.board.header().set_ready(ready);
+    }
+
+    fn fork_ready(&mut self, shared: &Arc<Shared>) {
+        for _ in 0..FORK_BURST {
+            if self.children.live.len() >= self.knobs.max_children
+                || shared.now_ms() < self.retry_at
+            {
                 return;
             }
-            let Some(listener) = &self.listener else {
+            let Some(h) = self.front.as_mut().and_then(Front::pop_ready) else {
                 return;
             };
-            let Some((fd, peer)) = blocking::accept(listener) else {
-                return;
-            };
-            if !self.fork_child(fd, peer, shared) {
-                std::thread::sleep(std::time::Duration::from_millis(FORK_BACKOFF_MS as u64));
+            if let Err(h) = self.fork_child(h, shared) {
+                if let Some(f) = &mut self.front {
+                    f.unpop(*h);
+                }
+                self.retry_at = shared.now_ms() + FORK_BACKOFF_MS;
                 return;
             }
         }
     }
 
-    fn fork_child(&mut self, fd: OwnedFd, peer: SocketAddr, shared: &Arc<Shared>) -> bool {
+    fn fork_child(&mut self, h: Handoff, shared: &Arc<Shared>) -> Result<(), Box<Handoff>> {
         let board = self.children.board.clone();
         let Some(i) = board.find_free(board.capacity()) else {
-            return false;
+            return Err(Box::new(h));
         };
         board.slot(i).claim(0);
-        let listener = &mut self.listener;
+        let cell = std::cell::RefCell::new(Some(h));
+        let (listener, front, back_rx) = (&mut self.listener, &mut self.front, &mut self.back_rx);
+        let back_tx = self.back_tx.as_fd();
         let spawned = process::spawn(shared, || {
-            // The child serves one connection: it has no use for the listener.
+            // The child serves one connection: it has no use for the listener, the stage
+            // or the connections the stage holds (closed here, so that the master closing
+            // one really closes it).
             drop(listener.take());
-            serve_one(fd, peer, shared, &board, i)
+            drop(front.take());
+            drop(back_rx.take());
+            match cell.borrow_mut().take() {
+                Some(h) => serve_one(h, back_tx, shared, &board, i),
+                None => 1,
+            }
         });
         match spawned {
             Ok(pid) => {
                 board.slot(i).set_pid(pid);
                 self.children.live.insert(pid, i);
-                true
+                Ok(())
             }
             Err(e) => {
-                // The connection is closed (dropped with the closure): better than waiting
-                // for a fork that may not come.
-                tracing::error!("fork: cannot fork a child: {e}");
+                shared.counters.guard().spawn_failed();
+                gearshift_core::error_limited!("fork: cannot fork a child: {e}");
                 board.slot(i).release();
-                false
+                match cell.into_inner() {
+                    Some(h) => Err(Box::new(h)),
+                    None => Ok(()),
+                }
             }
         }
     }
 }
 
-/// A child's whole life: serve the connection, record it, leave.
+/// A child's whole life: serve the connection until it waits for input, pass it back,
+/// record it, leave. A panic is caught (the connection closed) and the child exits.
 fn serve_one(
-    fd: OwnedFd,
-    peer: SocketAddr,
+    h: Handoff,
+    back: rustix::fd::BorrowedFd<'_>,
     shared: &Shared,
     board: &Arc<Scoreboard>,
     i: usize,
@@ -233,9 +309,19 @@ fn serve_one(
     slot.set_state(State::Busy);
     slot.add_connection();
     let mut w = Runner::new(shared);
-    let board = board.clone();
-    w.report_requests(Box::new(move |n| board.slot(i).add_requests(n)));
-    w.serve(fd, peer, shared);
+    let header = board.header();
+    let counter = board.clone();
+    w.report_requests(Box::new(move |n| counter.slot(i).add_requests(n)));
+    let linger = || {
+        if header.pressure() {
+            0
+        } else {
+            PROCESS_LINGER_MS
+        }
+    };
+    if let Some(h) = w.serve_guarded(h, shared, &linger) {
+        let _ = pass::send(back, h, false);
+    }
     // A last tick reports the connection's final requests to the slot.
     w.idle_tick(shared);
     w.flush_log();

@@ -1,7 +1,9 @@
-//! A thread pool behind a queue: one acceptor thread puts accepted connections on a bounded
-//! queue; worker threads take them off and serve each to its end with blocking I/O. When the
-//! queue is full the acceptor stops accepting and connections wait in the kernel's accept
-//! queue. Both sizes are live knobs (`threads`, `queue`): the master spawns threads up to
+//! A thread pool behind a queue: one acceptor thread runs the head-reading stage (`front`)
+//! and puts connections that hold a complete request on a bounded queue; worker threads
+//! take them off and serve each with blocking I/O until it waits for input again, then hand
+//! it back to the stage (a slow or silent client holds no thread: issue 17). When the queue
+//! is full ready connections wait in the stage, and beyond the connection cap new ones in
+//! the kernel's accept queue. Both sizes are live knobs (`threads`, `queue`): the master spawns threads up to
 //! the target, and threads above it retire between connections, so resizing never touches
 //! a connection being served or queued.
 //!
@@ -10,13 +12,13 @@
 //! their access log they sleep `IDLE_WAIT` at a time: with the bench's 1,100 threads a
 //! 200 ms tick alone woke ~5,000 threads a second.
 
-use super::blocking::{self, Runner};
-use super::{accept_loop, master_loop};
-use crate::{Host, Shared};
+use super::blocking::Runner;
+use super::master_loop;
+use crate::front::{spawn_stage, Front, Handoff, Returns, LINGER_MS};
+use crate::{limits, Host, Shared};
 use gearshift_core::knobs::Spec;
-use rustix::fd::OwnedFd;
 use std::collections::VecDeque;
-use std::net::{SocketAddr, TcpListener};
+use std::net::TcpListener;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
@@ -41,7 +43,7 @@ impl PoolEngine {
 }
 
 struct PoolState {
-    items: Mutex<VecDeque<(OwnedFd, SocketAddr)>>,
+    items: Mutex<VecDeque<Handoff>>,
     /// Signalled when an item is pushed or the pool stops.
     filled: Condvar,
     /// Signalled when an item is taken.
@@ -50,10 +52,14 @@ struct PoolState {
     target: AtomicUsize,
     alive: AtomicUsize,
     busy: AtomicUsize,
+    /// Connections waiting in the head-reading stage (for `/status`).
+    waiting: AtomicUsize,
+    /// Connections with a request that the queue had no room for.
+    ready: AtomicUsize,
 }
 
 impl PoolState {
-    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<(OwnedFd, SocketAddr)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Handoff>> {
         self.items.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -84,6 +90,8 @@ impl PoolState {
             "idle": alive.saturating_sub(busy),
             "queue": self.lock().len(),
             "queue_cap": self.cap.load(Ordering::Relaxed),
+            "waiting": self.waiting.load(Ordering::Relaxed),
+            "ready": self.ready.load(Ordering::Relaxed),
         })
     }
 }
@@ -111,6 +119,8 @@ impl super::Engine for PoolEngine {
             target: AtomicUsize::new(self.threads),
             alive: AtomicUsize::new(0),
             busy: AtomicUsize::new(0),
+            waiting: AtomicUsize::new(0),
+            ready: AtomicUsize::new(0),
         });
         shared.knobs.define(
             Spec {
@@ -134,33 +144,22 @@ impl super::Engine for PoolEngine {
         shared.set_engine("pool", Box::new(move || stats.stats()));
         let mut handles = Vec::new();
         let mut generation = shared.knobs.generation();
-        spawn_missing(&pool, &shared, &mut handles)?;
         listener.set_nonblocking(true)?;
+        let cap = limits::connection_cap(shared.service.load().max_connections, limits::nofile());
+        let returns = Arc::new(Returns::new()?);
         let acceptor = {
-            let (pool, shared) = (pool.clone(), shared.clone());
-            std::thread::Builder::new()
-                .name("acceptor".into())
-                .spawn(move || {
-                    accept_loop(&listener, &shared, || {
-                        let mut items = pool.lock();
-                        while items.len() >= pool.cap.load(Ordering::SeqCst)
-                            && !shared.life.is_draining()
-                        {
-                            items = pool
-                                .emptied
-                                .wait_timeout(items, TICK)
-                                .unwrap_or_else(|p| p.into_inner())
-                                .0;
-                        }
-                        drop(items);
-                        if let Some(conn) = blocking::accept(&listener) {
-                            pool.lock().push_back(conn);
-                            pool.filled.notify_one();
-                        }
-                    });
-                    pool.notify_workers();
-                })?
+            let (pool, shared, returns) = (pool.clone(), shared.clone(), returns.clone());
+            spawn_stage("acceptor", listener, cap, move |front, listener| {
+                if let Err(e) = front.watch(returns.fd(), 0) {
+                    tracing::error!("pool: {e}");
+                    return;
+                }
+                run_front(front, &listener, &pool, &shared, &returns);
+                pool.notify_workers();
+            })?
         };
+        let returns_for_workers = returns.clone();
+        spawn_missing(&pool, &shared, &returns_for_workers, &mut handles)?;
         master_loop(host, &shared, || {
             let g = shared.knobs.generation();
             if g != generation {
@@ -174,9 +173,7 @@ impl super::Engine for PoolEngine {
                     pool.notify_workers(); // idle threads re-check the target
                 }
             }
-            if let Err(e) = spawn_missing(&pool, &shared, &mut handles) {
-                tracing::error!("pool: cannot start a thread: {e}");
-            }
+            let _ = spawn_missing(&pool, &shared, &returns_for_workers, &mut handles);
             handles.retain(|h| !h.is_finished());
             acceptor.is_finished()
         });
@@ -189,20 +186,74 @@ impl super::Engine for PoolEngine {
     }
 }
 
+/// The acceptor thread: run the head-reading stage, queue connections with a request for
+/// the workers while the queue has room, take back what workers hand back.
+fn run_front(
+    mut front: Front,
+    listener: &TcpListener,
+    pool: &PoolState,
+    shared: &Shared,
+    returns: &Returns,
+) {
+    loop {
+        let svc = shared.service.load_full();
+        let room = pool.lock().len() < pool.cap.load(Ordering::SeqCst);
+        let wait = if room && front.ready_len() > 0 {
+            0
+        } else {
+            100
+        };
+        if !front.turn(listener, wait, shared, &svc).is_empty() {
+            front.collect(returns, &svc, shared.now_ms());
+        }
+        let mut moved = 0;
+        {
+            let mut items = pool.lock();
+            while items.len() < pool.cap.load(Ordering::SeqCst) {
+                let Some(h) = front.pop_ready() else {
+                    break;
+                };
+                items.push_back(h);
+                moved += 1;
+            }
+        }
+        for _ in 0..moved {
+            pool.filled.notify_one();
+        }
+        front.busy += moved;
+        pool.waiting.store(front.waiting(), Ordering::Relaxed);
+        pool.ready.store(front.ready_len(), Ordering::Relaxed);
+        // Draining: connections still waiting for a request are closed; those with one
+        // are answered (with `Connection: close`) before the engine stops.
+        if shared.life.is_draining() {
+            front.drain_waiting(shared.life.past_drain_deadline(shared.now_ms()));
+            let alive = pool.alive.load(Ordering::SeqCst);
+            if (front.is_empty() && front.busy == 0) || alive == 0 {
+                return;
+            }
+        }
+    }
+}
+
 /// Start threads until `alive` reaches the target.
 fn spawn_missing(
     pool: &Arc<PoolState>,
     shared: &Arc<Shared>,
+    returns: &Arc<Returns>,
     handles: &mut Vec<std::thread::JoinHandle<()>>,
 ) -> std::io::Result<()> {
     while !shared.life.is_draining()
         && pool.alive.load(Ordering::SeqCst) < pool.target.load(Ordering::SeqCst)
     {
         pool.alive.fetch_add(1, Ordering::SeqCst);
-        let (pool2, shared) = (pool.clone(), shared.clone());
-        let spawned = std::thread::Builder::new()
-            .name("pool".into())
-            .spawn(move || work(&pool2, &shared));
+        let (pool2, shared2, returns) = (pool.clone(), shared.clone(), returns.clone());
+        let spawned = limits::spawn_thread("pool", shared.counters, move || {
+            // Serving catches its own panics; one anywhere else ends this thread, which
+            // then counts out so the master starts another.
+            if crate::guard::catch(&shared2, || work(&pool2, &shared2, &returns)).is_none() {
+                pool2.alive.fetch_sub(1, Ordering::SeqCst);
+            }
+        });
         match spawned {
             Ok(h) => handles.push(h),
             Err(e) => {
@@ -214,15 +265,24 @@ fn spawn_missing(
     Ok(())
 }
 
-fn work(pool: &PoolState, shared: &Shared) {
+fn work(pool: &PoolState, shared: &Shared, returns: &Returns) {
     let mut w = Runner::new(shared);
     let mut wait = TICK;
+    let linger = || {
+        let alive = pool.alive.load(Ordering::Relaxed);
+        if pool.busy.load(Ordering::Relaxed) < alive && pool.lock().is_empty() {
+            LINGER_MS
+        } else {
+            0
+        }
+    };
     loop {
         match take(pool, shared, wait) {
-            Take::Conn(fd, peer) => {
+            Take::Conn(h) => {
                 pool.busy.fetch_add(1, Ordering::SeqCst);
-                w.serve(fd, peer, shared);
+                let back = w.serve_guarded(h, shared, &linger);
                 pool.busy.fetch_sub(1, Ordering::SeqCst);
+                returns.give_back(back);
                 wait = TICK;
             }
             Take::Idle => {
@@ -244,7 +304,7 @@ fn work(pool: &PoolState, shared: &Shared) {
 }
 
 enum Take {
-    Conn(OwnedFd, SocketAddr),
+    Conn(Handoff),
     /// Nothing arrived within `wait`.
     Idle,
     /// The pool runs above its target and this thread leaves (`alive` already counts it out).
@@ -265,10 +325,10 @@ fn take(pool: &PoolState, shared: &Shared, wait: Duration) -> Take {
             }
             return Take::Retire;
         }
-        if let Some((fd, peer)) = items.pop_front() {
+        if let Some(h) = items.pop_front() {
             drop(items);
             pool.emptied.notify_one();
-            return Take::Conn(fd, peer);
+            return Take::Conn(h);
         }
         if shared.life.is_draining() {
             return Take::Stop;

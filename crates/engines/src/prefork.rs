@@ -1,12 +1,15 @@
 //! The `prefork` engine: Apache's mpm_prefork. A single-threaded master forks StartServers
-//! children; each child loops accept -> serve the connection with the blocking `Runner` ->
-//! repeat, on the listener they all share, and leaves after MaxConnectionsPerChild
-//! connections (0 = never). Once a second the master runs Apache's idle-server maintenance
+//! children; each child loops take a connection -> serve it with the blocking `Runner` ->
+//! repeat, and leaves after MaxConnectionsPerChild connections (0 = never). Unlike
+//! Apache's, the children do not accept: the master runs the head-reading stage (`front`)
+//! and passes each connection with a complete request to an idle child over a socket pair
+//! (`pass`); the child passes it back when it waits for input again. So a slow or silent
+//! client holds no child: Apache prefork falls to slowloris, this one must not (issue 17). Once a second the master runs Apache's idle-server maintenance
 //! (`maintenance.rs`) on the scoreboard's idle and busy counts and forks or retires children;
 //! the pool never exceeds MaxRequestWorkers.
 //!
-//! - Children block in accept(2) (the kernel wakes one per connection: no thundering herd)
-//!   with SO_RCVTIMEO set on the listener, so an idle child looks at its scoreboard slot at
+//! - Children block in recvmsg(2) on the shared socket (the kernel gives each connection
+//!   to one) with SO_RCVTIMEO set on it, so an idle child looks at its scoreboard slot at
 //!   least every `ACCEPT_TICK`: that is how it learns it was retired (a per-slot quit flag),
 //!   that the configuration changed (a generation in the scoreboard header: reloaded
 //!   children leave between connections and the master replaces each with a child of the
@@ -16,22 +19,30 @@
 //! - The knobs the master acts on live in one `PreforkKnobs` value, re-read from
 //!   `Shared::knobs` whenever they change and used by every maintenance cycle.
 
-use super::blocking::{self, Runner};
 use super::fork::process::{self, Children, Exit, Reaper};
 use super::maintenance::{self, Action, Maintenance};
-use super::scoreboard::{Scoreboard, State};
+use super::scoreboard::Scoreboard;
 use crate::config::EngineConfig;
+use crate::front::Front;
+use crate::limits;
+use crate::pass::{self, Received};
 use crate::{Host, Request, Shared};
 use gearshift_core::knobs::{KnobTable, Spec};
 use rustix::event::{poll, PollFd, PollFlags};
+use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::net::TcpListener;
 use std::sync::Arc;
 use std::time::Duration;
+
+mod child;
+use child::child_main;
 
 /// Longest an idle child waits in accept before looking at its slot again.
 const ACCEPT_TICK: Duration = Duration::from_millis(200);
 /// Longest the master sleeps between turns.
 const MASTER_TICK_MS: u64 = 200;
+/// Longest it sleeps while connections wait for an idle child.
+const READY_TICK_MS: i32 = 5;
 
 /// Apache prefork's knobs, as the master acts on them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -162,13 +173,20 @@ impl super::Engine for PreforkEngine {
         self.knobs.define(&shared.knobs, capacity);
         let stats = board.clone();
         shared.set_engine("prefork", Box::new(move || process::stats(&stats)));
-        // Blocking accept that gives up every tick (EAGAIN), in every child.
-        listener.set_nonblocking(false)?;
+        listener.set_nonblocking(true)?;
+        let cap = limits::connection_cap(shared.service.load().max_connections, limits::nofile());
+        let front = Front::new(&listener, cap, false)?;
+        // The master passes connections on `to_tx`, children take them from `to_rx` (a
+        // blocking receive that gives up every tick); they pass them back on `back_tx`.
+        let (to_tx, to_rx) = pass::pair()?;
         rustix::net::sockopt::set_socket_timeout(
-            &listener,
+            &to_rx,
             rustix::net::sockopt::Timeout::Recv,
             Some(ACCEPT_TICK),
         )?;
+        let (back_rx, back_tx) = pass::pair()?;
+        rustix::io::ioctl_fionbio(&back_rx, true)?;
+        front.watch(back_rx.as_fd(), 0)?;
         let reaper = Reaper::install()?;
         let mut m = Master {
             children: Children::new(board.clone()),
@@ -179,6 +197,12 @@ impl super::Engine for PreforkEngine {
             at_limit_reported: false,
             listener: &listener,
             shared: &shared,
+            front: Some(front),
+            to_tx: Some(to_tx),
+            back_rx: Some(back_rx),
+            to_rx: to_rx.as_fd(),
+            back_tx: back_tx.as_fd(),
+            buf: Vec::new(),
         };
         for _ in 0..m.knobs.start_servers {
             if !m.spawn() {
@@ -191,11 +215,17 @@ impl super::Engine for PreforkEngine {
             m.reap(&reaper);
             m.children.publish(&shared);
             m.maintain();
-            let wait = m
+            m.turn();
+            m.dispatch();
+            let mut wait = m
                 .schedule
                 .due_in(shared.now_ms())
                 .min(MASTER_TICK_MS)
                 .min(host.sample_due_in_ms()) as i32;
+            if m.front.as_ref().is_some_and(|f| f.ready_len() > 0) {
+                // Connections wait for a child: look again soon.
+                wait = wait.min(READY_TICK_MS);
+            }
             let (cfd, rfd, afd) = (host.fd(), reaper.fd(), host.admin_fd());
             let mut fds = vec![
                 PollFd::new(&cfd, PollFlags::IN),
@@ -204,9 +234,35 @@ impl super::Engine for PreforkEngine {
             if let Some(a) = &afd {
                 fds.push(PollFd::new(a, PollFlags::IN));
             }
+            let ffd = m.front.as_ref().map(|f| f.fd());
+            if let Some(f) = &ffd {
+                fds.push(PollFd::new(f, PollFlags::IN));
+            }
             let _ = poll(&mut fds, wait.max(1));
             reaper.clear();
         }
+        // Draining: children learn it (SIGTERM) and answer with `Connection: close`;
+        // requests whose head began are read to their end and passed to them; then the
+        // socket closes, which tells idle children to leave.
+        m.children.terminate();
+        loop {
+            let past = shared.life.past_drain_deadline(shared.now_ms());
+            let Some(front) = &mut m.front else { break };
+            front.drain_waiting(past);
+            if front.is_empty() || past {
+                break;
+            }
+            m.reap(&reaper);
+            m.turn();
+            m.dispatch();
+            let ffd = m.front.as_ref().map(|f| f.fd());
+            if let Some(f) = &ffd {
+                let _ = poll(&mut [PollFd::new(f, PollFlags::IN)], READY_TICK_MS);
+            }
+            reaper.clear();
+        }
+        m.front = None;
+        m.to_tx = None;
         m.children.drain(&reaper, &shared);
         Ok(())
     }
@@ -222,9 +278,66 @@ struct Master<'a> {
     at_limit_reported: bool,
     listener: &'a TcpListener,
     shared: &'a Arc<Shared>,
+    /// The head-reading stage and the master's socket ends (`None` in children).
+    front: Option<Front>,
+    to_tx: Option<OwnedFd>,
+    back_rx: Option<OwnedFd>,
+    /// The children's socket ends.
+    to_rx: BorrowedFd<'a>,
+    back_tx: BorrowedFd<'a>,
+    buf: Vec<u8>,
 }
 
 impl Master<'_> {
+    /// Run the stage once without waiting; adopt connections children passed back.
+    fn turn(&mut self) {
+        let (Some(front), shared) = (&mut self.front, self.shared) else {
+            return;
+        };
+        let svc = shared.service.load_full();
+        if !front.turn(self.listener, 0, shared, &svc).is_empty() {
+            if let Some(rx) = &self.back_rx {
+                while let Received::Conn(h) = pass::recv(rx.as_fd(), &mut self.buf) {
+                    front.adopt(h, &svc, shared.now_ms());
+                }
+            }
+        }
+        front.busy = self.children.board.counts().busy;
+        self.children.board.header().set_ready(front.ready_len());
+    }
+
+    /// Pass ready connections to idle children, one each; then tell children whether
+    /// connections still wait for one.
+    fn dispatch(&mut self) {
+        self.pass_ready();
+        let ready = self.front.as_ref().map_or(0, Front::ready_len);
+        self.children.board.header().set_ready(ready);
+    }
+
+    fn pass_ready(&mut self) {
+        let (Some(front), Some(tx)) = (&mut self.front, &self.to_tx) else {
+            return;
+        };
+        let idle = self.children.board.counts().idle;
+        for _ in 0..idle {
+            let Some(h) = front.pop_ready() else {
+                return;
+            };
+            match pass::send(tx.as_fd(), h, true) {
+                Ok(()) => {}
+                // Every child's queue is full: the connection waits here.
+                Err(pass::NotSent { h, full: true }) => {
+                    front.unpop(*h);
+                    return;
+                }
+                // It cannot be passed at all (too large a message for the socket): closed.
+                Err(pass::NotSent { full: false, .. }) => {
+                    gearshift_core::warn_limited!("prefork: a connection could not be passed");
+                }
+            }
+        }
+    }
+
     /// Apply pending requests; false once a shutdown was asked for.
     fn handle_requests(&mut self, host: &dyn Host) -> bool {
         let shared = self.shared;
@@ -288,9 +401,20 @@ impl Master<'_> {
             return false;
         };
         board.slot(i).claim(self.generation);
-        let (listener, shared, generation) = (self.listener, self.shared, self.generation);
+        let (shared, generation) = (self.shared, self.generation);
+        let (to_rx, back_tx) = (self.to_rx, self.back_tx);
+        let children = self.knobs.max_request_workers;
+        let (front, to_tx, back_rx) = (&mut self.front, &mut self.to_tx, &mut self.back_rx);
         match process::spawn(shared, || {
-            child_main(listener, shared, board.clone(), i, generation)
+            // The master's stage, its connections and socket ends are not the child's.
+            drop(front.take());
+            drop(to_tx.take());
+            drop(back_rx.take());
+            // Every child fills its own cache: each keeps its share of the budget.
+            if let Some(cache) = shared.service.load().files.cache() {
+                cache.share(children);
+            }
+            child_main(to_rx, back_tx, shared, board.clone(), i, generation)
         }) {
             Ok(pid) => {
                 board.slot(i).set_pid(pid);
@@ -403,54 +527,4 @@ impl Master<'_> {
         }
         self.shed_busy();
     }
-}
-
-/// A child's life: accept, serve, repeat, until retired, reloaded, drained or done.
-fn child_main(
-    listener: &TcpListener,
-    shared: &Shared,
-    board: Arc<Scoreboard>,
-    i: usize,
-    generation: u32,
-) -> i32 {
-    let (slot, header) = (board.slot(i), board.header());
-    slot.set_pid(rustix::process::getpid().as_raw_nonzero().get() as u32);
-    let mut log_generation = header.log_generation();
-    let mut w = Runner::new(shared);
-    let counter = board.clone();
-    w.report_requests(Box::new(move |n| counter.slot(i).add_requests(n)));
-    let mut served = 0u64;
-    slot.set_state(State::Idle);
-    loop {
-        if shared.life.is_draining() || slot.quit_requested() || header.generation() != generation {
-            break;
-        }
-        let max = header.max_connections_per_child();
-        if max > 0 && served >= max {
-            break;
-        }
-        if header.log_generation() != log_generation {
-            log_generation = header.log_generation();
-            w.flush_log();
-            if let Some(sink) = &shared.service.load().log {
-                if let Err(e) = sink.reopen() {
-                    tracing::error!("prefork: access log reopen failed: {e}");
-                }
-            }
-        }
-        let Some((fd, peer)) = blocking::accept(listener) else {
-            w.idle_tick(shared);
-            continue;
-        };
-        slot.set_state(State::Busy);
-        slot.add_connection();
-        w.serve(fd, peer, shared);
-        // Reports the connection's last requests to the slot.
-        w.idle_tick(shared);
-        served += 1;
-        slot.set_state(State::Idle);
-    }
-    slot.set_state(State::Dying);
-    w.flush_log();
-    0
 }

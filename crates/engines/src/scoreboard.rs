@@ -90,9 +90,26 @@ pub struct Header {
     max_connections_per_child: AtomicU64,
     /// `worker` engine: KeepAliveTimeout of connections parked by children (live knob).
     keepalive_timeout_ms: AtomicU64,
+    /// `fork`, `prefork`: connections with a request waiting for a child in the master's
+    /// head-reading stage (the engine's queue, for `/status` and the sensors); while any
+    /// wait, children hand connections back at once instead of lingering on them.
+    ready: AtomicU32,
 }
 
 impl Header {
+    pub fn ready(&self) -> u32 {
+        self.ready.load(Ordering::Relaxed)
+    }
+
+    pub fn set_ready(&self, n: usize) {
+        self.ready
+            .store(n.min(u32::MAX as usize) as u32, Ordering::Relaxed);
+    }
+
+    pub fn pressure(&self) -> bool {
+        self.ready() != 0
+    }
+
     /// `worker` engine: how long a child's listener thread keeps an idle connection.
     pub fn keepalive_timeout_ms(&self) -> u64 {
         self.keepalive_timeout_ms.load(Ordering::Relaxed)

@@ -32,9 +32,28 @@ fn metrics(admin: &str) -> BTreeMap<String, f64> {
 
 /// Keep-alive clients checking every answer for `secs` seconds: (answered right, failed).
 fn load(addr: std::net::SocketAddr, clients: usize, stop: Arc<AtomicBool>) -> (usize, usize) {
+    load_on(
+        addr,
+        clients,
+        stop,
+        "/file.txt",
+        Some(b"plain text file for tests\n"),
+    )
+}
+
+/// `load` asking for `path`; good answers are 200s with `want` as body (any, if None).
+fn load_on(
+    addr: std::net::SocketAddr,
+    clients: usize,
+    stop: Arc<AtomicBool>,
+    path: &'static str,
+    want: Option<&'static [u8]>,
+) -> (usize, usize) {
+    let request = format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n");
     let handles: Vec<_> = (0..clients)
         .map(|i| {
             let stop = stop.clone();
+            let request = request.clone();
             std::thread::spawn(move || {
                 let (mut ok, mut bad) = (0, 0);
                 let deadline = Instant::now() + Duration::from_secs(30);
@@ -42,12 +61,10 @@ fn load(addr: std::net::SocketAddr, clients: usize, stop: Arc<AtomicBool>) -> (u
                     let mut c = Conn::open(addr);
                     for _ in 0..(2 + i % 3) {
                         let good = c
-                            .try_send(b"GET /file.txt HTTP/1.1\r\nHost: t\r\n\r\n")
+                            .try_send(request.as_bytes())
                             .map_err(|e| e.to_string())
                             .and_then(|_| c.try_response(false))
-                            .is_ok_and(|r| {
-                                r.status == 200 && r.body == b"plain text file for tests\n"
-                            });
+                            .is_ok_and(|r| r.status == 200 && want.is_none_or(|w| r.body == w));
                         if good {
                             ok += 1;
                         } else {
@@ -226,15 +243,18 @@ fn apache_controller_resizes_prefork_under_load() {
 
 #[test]
 fn stalled_pool_fills_the_accept_queue_seen_by_tcp_info() {
-    // One thread, a hand-off queue of one: a held keep-alive connection stalls the pool,
-    // the next waits in the hand-off queue, the rest wait in the kernel's accept queue.
+    // One thread, a hand-off queue of one, two connections at most: a sleeping request
+    // stalls the pool, the next waits in the hand-off queue, the rest in the kernel's
+    // accept queue. (An idle keep-alive connection would hold no thread: it waits in the
+    // head-reading stage.)
     let (s, admin) = serve_controlled(
         "pool",
-        "[pool]\nthreads = 1\nqueue = 1\n[control]\ninterval_ms = 200\n",
+        "[pool]\nthreads = 1\nqueue = 1\n[http]\nmax_connections = 2\n[work]\nenabled = true\n\
+         [control]\ninterval_ms = 200\n",
     );
     let mut holder = Conn::open(s.addr);
-    holder.send(b"GET /file.txt HTTP/1.1\r\nHost: t\r\n\r\n");
-    assert_eq!(holder.response().status, 200);
+    holder.send(b"GET /_work?sleep_ms=2500 HTTP/1.1\r\nHost: t\r\n\r\n");
+    std::thread::sleep(Duration::from_millis(200));
     let mut waiting: Vec<Conn> = (0..5).map(|_| Conn::open(s.addr)).collect();
     for c in waiting.iter_mut() {
         c.send(b"GET /file.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
@@ -253,6 +273,7 @@ fn stalled_pool_fills_the_accept_queue_seen_by_tcp_info() {
     let m = metrics(&admin);
     assert!(m["gearshift_sensor_accept_queue_length"] >= 1.0, "{m:?}");
     // Released, every waiting connection is answered.
+    assert_eq!(holder.response().status, 200);
     drop(holder);
     for c in waiting.iter_mut() {
         assert_eq!(c.response().status, 200);
@@ -339,7 +360,7 @@ fn gearshift_controller_raises_prefork_spares_on_a_burst() {
     let (s, admin) = serve_controlled(
         "prefork",
         "workers = 0\n[prefork]\nstart_servers = 1\nmin_spare_servers = 1\nmax_spare_servers = 2\n\
-         max_request_workers = 64\n[control]\ncontroller = \"gearshift\"\ninterval_ms = 250\n\
+         max_request_workers = 64\n[work]\nenabled = true\n[control]\ncontroller = \"gearshift\"\ninterval_ms = 250\n\
          [control.bounds.max_clients]\nmin = 1\nmax = 64\n",
     );
     let st = admin_status(&admin);
@@ -347,7 +368,9 @@ fn gearshift_controller_raises_prefork_spares_on_a_burst() {
     let stop = Arc::new(AtomicBool::new(false));
     let loader = {
         let (addr, stop) = (s.addr, stop.clone());
-        std::thread::spawn(move || load(addr, 40, stop))
+        // Requests of 20 ms: a burst keeps children busy (idle keep-alive connections
+        // hold none; they wait in the master's head-reading stage).
+        std::thread::spawn(move || load_on(addr, 40, stop, "/_work?sleep_ms=20", None))
     };
     let raised = poll(Duration::from_secs(15), || {
         let st = admin_status(&admin);

@@ -180,11 +180,13 @@ fn idle_keep_alive_connections_are_parked_not_holding_threads() {
         assert_eq!(c.response().status, 200);
         idle.push(c);
     }
-    // Ten more that connect and say nothing: parked as well, not holding a thread.
+    // Ten more that connect and say nothing: not holding a thread either (with
+    // TCP_DEFER_ACCEPT the kernel holds them; otherwise they wait in the listener thread).
     let silent: Vec<Conn> = (0..10).map(|_| s.conn()).collect();
     let st = poll(Duration::from_secs(5), || {
         let st = admin_status(&admin);
-        (st["workers"]["parked"] == 50).then_some(st)
+        let parked = st["workers"]["parked"].as_u64()?;
+        (40..=50).contains(&parked).then_some(st)
     })
     .unwrap_or_else(|| panic!("connections not parked: {}", admin_status(&admin)));
     assert_eq!(

@@ -156,7 +156,7 @@ fn prefork_child_killed_under_load_is_replaced_and_costs_only_its_connection() {
 }
 
 #[test]
-fn prefork_maintenance_spawns_for_idle_keep_alive_connections_and_retires_one_per_second() {
+fn prefork_maintenance_spawns_for_busy_connections_and_retires_one_per_second() {
     let s = prefork(
         "[prefork]\nstart_servers = 2\nmin_spare_servers = 2\nmax_spare_servers = 4\n\
          max_request_workers = 32\n[http]\nkeepalive_timeout_ms = 30000\n",
@@ -169,26 +169,11 @@ fn prefork_maintenance_spawns_for_idle_keep_alive_connections_and_retires_one_pe
         "start_servers not reached: {:?}",
         children_of(pid)
     );
-    // Six keep-alive connections, each answered once and then left idle: each holds a
+    // Six connections, each in the middle of a request (a body being sent): each holds a
     // child, so maintenance must fork more (idle < min_spare) until two are idle again.
+    // (Idle keep-alive connections hold none: they wait in the master's head-reading stage.)
     let n = 6;
-    let conns: Vec<Conn> = (0..n)
-        .map(|_| {
-            let mut c = s.conn();
-            c.send(&req("GET", "/file.txt", &[]));
-            c
-        })
-        .collect();
-    let conns: Vec<Conn> = conns
-        .into_iter()
-        .map(|mut c| {
-            let r = c
-                .try_response(false)
-                .expect("answer once a child is forked");
-            assert_eq!(r.status, 200);
-            c
-        })
-        .collect();
+    let conns: Vec<Conn> = (0..n).map(|_| busy_conn(&s)).collect();
     let grown = poll(Duration::from_secs(8), || {
         let k = live_children(pid).len();
         (k >= n + 2).then_some(k)

@@ -115,6 +115,9 @@ fn upstream_connections_are_kept_alive_and_closed_ones_replaced() {
         format!("HTTP/1.1 200 OK\r\n{close}Content-Length: 2\r\n\r\nok").into_bytes()
     });
     let p = proxy(&[up.addr.to_string()], "", "");
+    // Engines that pass connections between processes open their socket pairs as they
+    // start, after the banner: count once they run.
+    std::thread::sleep(Duration::from_millis(500));
     let idle_sockets = sockets(p.pid());
     let mut c = p.conn();
     for _ in 0..20 {
@@ -333,6 +336,9 @@ fn a_client_hanging_up_ends_the_wait_for_the_upstream() {
     });
     // read_timeout_ms stays at its default (60 s): only the hang-up can end the wait.
     let p = proxy(&[slow.addr.to_string()], "", "");
+    // Engines that pass connections between processes open their socket pairs as they
+    // start, after the banner: count once they run.
+    std::thread::sleep(Duration::from_millis(500));
     let idle_sockets = sockets(p.pid());
     let mut c = p.conn();
     c.send(b"GET /slow HTTP/1.1\r\nHost: t\r\n\r\n");

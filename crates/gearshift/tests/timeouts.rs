@@ -7,11 +7,15 @@ use common::*;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
+/// TCP_DEFER_ACCEPT off: with it, a silent connection is not even accepted for seconds
+/// (the kernel holds it), and the first-byte timeout tested below never starts.
 fn timeout_server(extra_http: &str) -> Server {
     let cfg = TempDir::new("cfg");
     let path = cfg.write(
         "gearshift.toml",
-        format!("[http]\nheader_timeout_ms = 500\nkeepalive_timeout_ms = 500\n{extra_http}"),
+        format!(
+            "[http]\nheader_timeout_ms = 500\nkeepalive_timeout_ms = 500\ndefer_accept_s = 0\n{extra_http}"
+        ),
     );
     let mut s = serve(
         standard_docroot(),

@@ -47,6 +47,9 @@ pub struct Service {
     pub proxy_protocol: bool,
     /// Networks whose PROXY headers and X-Forwarded-For are believed.
     pub trusted_proxies: Vec<Cidr>,
+    /// Connections the server holds at once (`http.max_connections`; 0 = sized from the
+    /// descriptor limit): read by the engines when they start.
+    pub max_connections: usize,
     /// None when the access log is off.
     pub log: Option<Arc<Sink>>,
     pub log_format: LogFormat,
@@ -108,6 +111,7 @@ impl Service {
             keepalive_requests: config.http.keepalive_requests,
             proxy_protocol: config.http.proxy_protocol,
             trusted_proxies: config.http.trusted()?,
+            max_connections: config.http.max_connections,
             log_format: config.log.format,
             log_access: config.log.access.clone(),
             files,

@@ -46,6 +46,19 @@ pub enum Event<'b> {
     Error(ParseError),
 }
 
+/// What a connection closed at its read deadline was too slow at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SlowReason {
+    /// A new connection sent nothing.
+    FirstByte,
+    /// A head did not arrive in time (or fast enough).
+    Head,
+    /// A body was slower than the minimum rate or stalled.
+    Body,
+    /// Idle between requests past the keep-alive timeout (not an attack: not counted).
+    KeepAlive,
+}
+
 #[derive(Clone, Debug)]
 pub struct Conn {
     limits: Limits,
@@ -53,10 +66,17 @@ pub struct Conn {
     phase: Phase,
     /// Start of the keep-alive idle period (creation, end of a request, response done).
     idle_since: u64,
+    /// When the connection opened: its first head's clock starts here (mod_reqtimeout).
+    opened: u64,
     /// First byte of the current head.
     head_start: u64,
+    /// Bytes of the current head received so far (they extend its time at `min_rate`).
+    head_bytes: u64,
     /// Last time body bytes were consumed (or the head ended).
     body_progress: u64,
+    /// When the current body began (its head ended), and its bytes consumed so far.
+    body_start: u64,
+    body_bytes: u64,
     /// When the connection was closed by an error.
     closed_at: u64,
     decoder: BodyDecoder,
@@ -71,13 +91,37 @@ impl Conn {
             timeouts,
             phase: Phase::Idle,
             idle_since: now_ms,
+            opened: now_ms,
             head_start: now_ms,
+            head_bytes: 0,
             body_progress: now_ms,
+            body_start: now_ms,
+            body_bytes: 0,
             closed_at: now_ms,
             decoder: BodyDecoder::new(Framing::None, 0),
             error: None,
             requests: 0,
         }
+    }
+
+    /// A connection that already served `requests` requests and was handed on between
+    /// them (by an engine's head-reading stage): idle since `idle_since_ms`, or, with
+    /// `head_since_ms`, in the middle of a head that began then.
+    pub fn resumed(
+        limits: Limits,
+        timeouts: Timeouts,
+        requests: u64,
+        idle_since_ms: u64,
+        head_since_ms: Option<u64>,
+    ) -> Conn {
+        let mut c = Conn::new(limits, timeouts, idle_since_ms);
+        c.requests = requests;
+        if let Some(h) = head_since_ms {
+            c.phase = Phase::Head;
+            c.head_start = h;
+            c.opened = h;
+        }
+        c
     }
 
     /// Feed the unconsumed input. Returns how many bytes were consumed and the event.
@@ -95,6 +139,7 @@ impl Conn {
                     self.phase = Phase::Head;
                     self.head_start = now_ms;
                 }
+                self.head_bytes = input.len() as u64;
                 self.poll_head(input, now_ms)
             }
             Phase::Body => self.poll_body(input, now_ms),
@@ -112,6 +157,8 @@ impl Conn {
                 } else {
                     self.phase = Phase::Body;
                     self.body_progress = now_ms;
+                    self.body_start = now_ms;
+                    self.body_bytes = 0;
                     self.decoder = BodyDecoder::new(head.framing, self.limits.max_body);
                 }
                 (head.head_len, Event::Head(head))
@@ -133,6 +180,7 @@ impl Conn {
             consumed += d.consumed;
             if d.consumed > 0 {
                 self.body_progress = now_ms;
+                self.body_bytes += d.consumed as u64;
             }
             if !d.data.is_empty() {
                 // A `done` in the same step is reported by the next poll.
@@ -160,16 +208,57 @@ impl Conn {
         self.phase
     }
 
-    /// Monotonic ms by which more input must arrive, given the phase: Idle -> keep-alive
-    /// timeout since the last response finished (or the connection opened); Head -> header
-    /// timeout since the first byte of the head; Body -> body timeout since the last body
-    /// byte. Closed -> the time of the error (already due: nothing more is read).
+    /// Monotonic ms by which more input must arrive, given the phase: Idle -> the
+    /// first-byte timeout since the connection opened (no request yet) or the keep-alive
+    /// timeout since the last response finished; Head -> the header timeout since the
+    /// connection opened (first request) or the head's first byte, extended by the bytes
+    /// received at the minimum rate up to its maximum; Body -> the body timeout since the
+    /// last body byte, or sooner if the body is slower than the minimum rate. Closed -> the
+    /// time of the error (already due: nothing more is read).
     pub fn read_deadline(&self) -> u64 {
+        let t = &self.timeouts;
         match self.phase {
-            Phase::Idle => self.idle_since.saturating_add(self.timeouts.keepalive_ms),
-            Phase::Head => self.head_start.saturating_add(self.timeouts.header_ms),
-            Phase::Body => self.body_progress.saturating_add(self.timeouts.body_ms),
+            Phase::Idle if self.requests == 0 => self.opened.saturating_add(t.first_byte_wait()),
+            Phase::Idle => self.idle_since.saturating_add(t.keepalive_ms),
+            Phase::Head => t.head_deadline(self.head_clock(), self.head_bytes),
+            Phase::Body => self
+                .body_progress
+                .saturating_add(t.body_ms)
+                .min(t.body_rate_deadline(self.body_start, self.body_bytes)),
             Phase::Closed => self.closed_at,
+        }
+    }
+
+    /// The read deadline while the engine is under pressure: waiting for a head (idle or
+    /// in one) gets at most `pressure_ms`; a body keeps its rate.
+    pub fn pressure_deadline(&self) -> u64 {
+        let p = self.timeouts.pressure_ms;
+        let normal = self.read_deadline();
+        match self.phase {
+            Phase::Idle if self.requests == 0 => normal.min(self.opened.saturating_add(p)),
+            Phase::Idle => normal.min(self.idle_since.saturating_add(p)),
+            Phase::Head => normal.min(self.head_clock().saturating_add(p)),
+            Phase::Body | Phase::Closed => normal,
+        }
+    }
+
+    /// Why a connection whose read deadline passed is closed.
+    pub fn slow_reason(&self) -> SlowReason {
+        match self.phase {
+            Phase::Idle if self.requests == 0 => SlowReason::FirstByte,
+            Phase::Idle | Phase::Closed => SlowReason::KeepAlive,
+            Phase::Head => SlowReason::Head,
+            Phase::Body => SlowReason::Body,
+        }
+    }
+
+    /// Where the current head's clock starts: the connection's opening for its first
+    /// request (as mod_reqtimeout counts), the head's first byte afterwards.
+    fn head_clock(&self) -> u64 {
+        if self.requests == 0 {
+            self.opened
+        } else {
+            self.head_start
         }
     }
 

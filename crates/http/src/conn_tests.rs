@@ -205,23 +205,30 @@ fn errors_close_and_stick() {
 #[test]
 fn deadlines_follow_the_phase() {
     let t = Timeouts {
-        header_ms: 100,
+        header_ms: 500,
+        header_max_ms: 500,
+        first_byte_ms: 300,
+        min_rate: 0,
         body_ms: 200,
         keepalive_ms: 300,
         send_ms: 400,
+        ..Timeouts::default()
     };
     let mut c = Conn::new(Limits::default(), t, 1000);
     assert_eq!(c.read_deadline(), 1300);
+    assert_eq!(c.slow_reason(), SlowReason::FirstByte);
     c.poll(b"", 1100);
     assert_eq!(c.read_deadline(), 1300);
-    // First byte: the header clock starts, and further bytes do not restart it.
+    // The first head's clock runs from the connection's start; bytes do not restart it.
     let req = b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 4\r\n\r\nabcd";
     c.poll(&req[..1], 1200);
-    assert_eq!(c.read_deadline(), 1300);
+    assert_eq!(c.read_deadline(), 1500);
     c.poll(&req[..20], 1250);
-    assert_eq!((c.phase(), c.read_deadline()), (Phase::Head, 1300));
+    assert_eq!((c.phase(), c.read_deadline()), (Phase::Head, 1500));
+    assert_eq!(c.slow_reason(), SlowReason::Head);
     let (n, _) = c.poll(&req[..48], 1260);
     assert_eq!((c.phase(), c.read_deadline()), (Phase::Body, 1460));
+    assert_eq!(c.slow_reason(), SlowReason::Body);
     // Body progress moves the body clock; no progress does not.
     c.poll(&req[n..n + 2], 1400);
     assert_eq!(c.read_deadline(), 1600);
@@ -230,8 +237,81 @@ fn deadlines_follow_the_phase() {
     c.poll(&req[n + 2..], 1550);
     assert!(matches!(c.poll(b"", 1560), (0, Event::BodyEnd)));
     assert_eq!((c.phase(), c.read_deadline()), (Phase::Idle, 1860));
+    assert_eq!(c.slow_reason(), SlowReason::KeepAlive);
     c.response_done(2000);
     assert_eq!(c.read_deadline(), 2300);
+    // A later head's clock starts at its first byte.
+    c.poll(b"GET", 2100);
+    assert_eq!(c.read_deadline(), 2600);
+}
+
+#[test]
+fn heads_and_bodies_must_keep_a_minimum_rate() {
+    // mod_reqtimeout's header=20-40,MinRate=500 and body=20,MinRate=500.
+    let t = Timeouts::default();
+    let mut c = Conn::new(Limits::default(), t, 0);
+    c.poll(b"G", 5_000);
+    assert_eq!(
+        c.read_deadline(),
+        20_002,
+        "counted from the connection's start"
+    );
+    // 1000 bytes of head so far: two seconds more.
+    let mut head = b"GET / HTTP/1.1\r\nX-Pad: ".to_vec();
+    head.resize(1000, b'a');
+    c.poll(&head, 6_000);
+    assert_eq!(c.read_deadline(), 22_000);
+    // However fast, never past 40 s.
+    head.resize(8000, b'a');
+    c.poll(&head, 7_000);
+    assert_eq!(c.read_deadline(), 36_000);
+    let t = Timeouts {
+        header_max_ms: 30_000,
+        ..t
+    };
+    let mut c = Conn::new(Limits::default(), t, 0);
+    c.poll(&head, 1_000);
+    assert_eq!(c.read_deadline(), 30_000);
+    // A body: 20 s from the head's end, a second per 500 bytes; also 60 s since progress.
+    let mut c = Conn::new(Limits::default(), Timeouts::default(), 0);
+    let req = b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 100000\r\n\r\n";
+    let (n, ev) = c.poll(req, 1_000);
+    assert!(matches!(ev, Event::Head(_)) && n == req.len());
+    assert_eq!(c.read_deadline(), 21_000);
+    let body = vec![b'x'; 1500];
+    c.poll(&body, 2_000);
+    assert_eq!(c.read_deadline(), 24_000);
+    // A dripping body is cut at its rate deadline, not 60 s after its last byte.
+    c.poll(b"x", 23_000);
+    assert_eq!(c.read_deadline(), 24_002);
+}
+
+#[test]
+fn pressure_shortens_waiting_for_heads_but_not_bodies() {
+    let t = Timeouts::default();
+    let mut c = Conn::new(Limits::default(), t, 0);
+    assert_eq!((c.read_deadline(), c.pressure_deadline()), (20_000, 1_000));
+    c.poll(b"GET / HT", 500);
+    assert_eq!(c.pressure_deadline(), 1_000, "from the connection's start");
+    c.poll(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n", 600);
+    c.response_done(700);
+    assert_eq!((c.read_deadline(), c.pressure_deadline()), (75_700, 1_700));
+    c.poll(b"POST / HTTP/1.1\r\nContent-Length: 9\r\n\r\n", 800);
+    assert_eq!(c.pressure_deadline(), c.read_deadline());
+}
+
+#[test]
+fn a_resumed_connection_keeps_its_count_and_head_clock() {
+    let t = Timeouts::default();
+    let c = Conn::resumed(Limits::default(), t, 3, 1_000, None);
+    assert_eq!((c.requests(), c.read_deadline()), (3, 76_000));
+    let mut c = Conn::resumed(Limits::default(), t, 3, 9_000, Some(2_000));
+    c.poll(b"GET / HT", 9_000);
+    assert_eq!(
+        c.read_deadline(),
+        22_016,
+        "the head began at 2 s (8 bytes: 16 ms more)"
+    );
 }
 
 #[test]
@@ -245,7 +325,9 @@ fn crlf_only_peer_hits_header_deadline_then_431() {
     for i in 0..4096u64 {
         buf.extend_from_slice(b"\r\n");
         assert!(matches!(c.poll(&buf, 10 + i), (0, Event::NeedMore)));
-        assert_eq!((c.phase(), c.read_deadline()), (Phase::Head, 110));
+        // From the connection's start; each byte buys 2 ms at the minimum rate.
+        let bonus = 2 * buf.len() as u64;
+        assert_eq!((c.phase(), c.read_deadline()), (Phase::Head, 100 + bonus));
     }
     assert_eq!(buf.len(), Limits::default().max_head);
     buf.extend_from_slice(b"\r\n");

@@ -28,7 +28,7 @@ impl DateCache {
             return false;
         }
         self.second = unix_secs;
-        let s = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(unix_secs));
+        let s = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(unix_secs.min(LAST_DATE)));
         self.value.copy_from_slice(&s.as_bytes()[..DATE_LEN]);
         true
     }
@@ -42,9 +42,13 @@ impl DateCache {
     }
 }
 
-/// Format Unix seconds as an HTTP-date (for Last-Modified).
+/// The last second an HTTP-date can name (9999-12-31T23:59:59Z; httpdate panics beyond).
+pub const LAST_DATE: u64 = 253_402_300_799;
+
+/// Format Unix seconds as an HTTP-date (for Last-Modified); later times are written as the
+/// last second of year 9999 rather than panicking.
 pub fn fmt(unix_secs: u64) -> String {
-    httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(unix_secs))
+    httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(unix_secs.min(LAST_DATE)))
 }
 
 /// Parse an HTTP-date (any of the three RFC 9110 forms) into Unix seconds.
@@ -72,6 +76,15 @@ pub fn civil_from_days(days: u64) -> (u64, u64, u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn times_past_year_9999_do_not_panic() {
+        assert_eq!(fmt(LAST_DATE), "Fri, 31 Dec 9999 23:59:59 GMT");
+        assert_eq!(fmt(u64::MAX / 2), "Fri, 31 Dec 9999 23:59:59 GMT");
+        let mut d = DateCache::new(0);
+        d.update(LAST_DATE + 1000);
+        assert_eq!(&d.get()[..], b"Fri, 31 Dec 9999 23:59:59 GMT");
+    }
 
     #[test]
     fn formats_imf_fixdate_and_caches_per_second() {

@@ -18,6 +18,6 @@ pub mod range;
 pub mod response;
 
 pub use body::{BodyDecoder, BodyError, Decoded, Framing};
-pub use conn::{Conn, Event, Phase};
+pub use conn::{Conn, Event, Phase, SlowReason};
 pub use limits::{Limits, Timeouts};
 pub use parse::{Header, Method, ParseError, RequestHead, Version};

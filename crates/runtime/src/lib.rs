@@ -49,8 +49,13 @@ pub fn serve(
 ) -> Result<(), String> {
     config.validate()?;
     let identity = ops::identity(&config.user, &config.group)?;
+    // Descriptors: the soft limit up to the hard one (the connection cap and the cache's
+    // descriptors are sized against it); panics logged at a bounded rate.
+    let nofile = gearshift_engines::limits::raise_nofile();
+    gearshift_engines::guard::install_hook();
     let signals = Signals::install().map_err(|e| format!("signals: {e}"))?;
     let listener = listener(&config)?;
+    gearshift_engines::limits::defer_accept(&listener, config.http.defer_accept_s);
     let admin = match config.admin.as_str() {
         "" => None,
         a => Some(admin::Admin::bind(a)?),
@@ -59,6 +64,13 @@ pub fn serve(
     let engine = gearshift_engines::build(&config.engines())?;
     let service = Service::new(config.service(), None)?;
     let shared = Arc::new(Shared::new(service, config.shutdown_timeout_ms));
+    gearshift_core::ratelog::set_guard(shared.counters.guard());
+    tracing::debug!(
+        nofile,
+        connections =
+            gearshift_engines::limits::connection_cap(config.http.max_connections, nofile),
+        "descriptor limit"
+    );
     let port = listener.local_addr().map_or(0, |a| a.port());
     let state = State::new(&config.listen, port);
     // The sampler reads the listener's accept queue (TCP_INFO) until the server drains.

@@ -10,7 +10,7 @@
 //! (for the server's whole process tree: forked children included).
 
 use gearshift_control::Measurement;
-use gearshift_core::metrics::{bucket_bound_us, Snapshot, BUCKETS};
+use gearshift_core::metrics::{bucket_bound_us, GuardSnapshot, Slow, Snapshot, BUCKETS};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 #[derive(Debug, Default)]
 pub(crate) struct Scrape {
     pub counters: Snapshot,
+    pub guard: GuardSnapshot,
     pub measurement: Option<Measurement>,
     pub knobs: BTreeMap<String, u64>,
     pub controller: Option<String>,
@@ -123,6 +124,43 @@ impl Collector for Scrape {
                 m.encode_family(&[("class", *class)])?
                     .encode_counter::<NoLabelSet, _, u64>(&n, None)?;
             }
+        }
+        {
+            let mut m = e.encode_descriptor(
+                "gearshift_closed_too_slow",
+                "connections closed as too slow (or to make room under pressure), by reason",
+                None,
+                MetricType::Counter,
+            )?;
+            for why in Slow::ALL {
+                m.encode_family(&[("reason", why.name())])?
+                    .encode_counter::<NoLabelSet, _, u64>(&self.guard.slow[why as usize], None)?;
+            }
+        }
+        let g = &self.guard;
+        for (name, help, v) in [
+            (
+                "gearshift_panics",
+                "panics caught while serving (the connection closed)",
+                g.panics,
+            ),
+            (
+                "gearshift_accept_pauses",
+                "accepting paused for want of descriptors or memory",
+                g.accept_pauses,
+            ),
+            (
+                "gearshift_spawn_failures",
+                "threads or processes that could not be started",
+                g.spawn_failures,
+            ),
+            (
+                "gearshift_log_lines_suppressed",
+                "diagnostic lines held back by the rate limit",
+                g.log_suppressed,
+            ),
+        ] {
+            counter(&mut e, name, help, v)?;
         }
         histogram(
             &mut e,
@@ -345,8 +383,11 @@ mod tests {
             }],
             ..Default::default()
         };
+        c.guard().slow(Slow::Head);
+        c.guard().panic();
         let text = render(Scrape {
             counters: c.snapshot(),
+            guard: c.guard().snapshot(),
             measurement: Some(m),
             knobs: [("threads".to_string(), 7)].into(),
             controller: Some("apache".into()),
@@ -358,6 +399,9 @@ mod tests {
         assert!(text.ends_with("# EOF\n"), "{text}");
         let v = parse(&text);
         assert_eq!(v["gearshift_connections_total"], 1.0, "{text}");
+        assert_eq!(v["gearshift_closed_too_slow_total{reason=\"head\"}"], 1.0);
+        assert_eq!(v["gearshift_closed_too_slow_total{reason=\"body\"}"], 0.0);
+        assert_eq!(v["gearshift_panics_total"], 1.0);
         assert_eq!(v["gearshift_requests_total"], 2.0);
         assert_eq!(v["gearshift_responses_total{class=\"2xx\"}"], 1.0);
         assert_eq!(v["gearshift_responses_total{class=\"4xx\"}"], 1.0);

@@ -47,6 +47,7 @@ impl State {
             "requests": shared.requests.load(Ordering::Relaxed),
             "knobs": shared.knobs.values(),
             "workers": shared.engine_stats(),
+            "guard": shared.counters.guard().snapshot().json(),
             "control": self.live.json(),
             "root": svc.root,
             "listen": listen,
@@ -58,6 +59,7 @@ impl State {
         let live = self.live.get();
         crate::prom::render(crate::prom::Scrape {
             counters: shared.counters.snapshot(),
+            guard: shared.counters.guard().snapshot(),
             measurement: live.measurement,
             knobs: shared.knobs.values(),
             controller: live.controller,

@@ -19,7 +19,10 @@
 //! sampler takes the difference of two snapshots to get one interval's distribution and
 //! its percentiles, and `/metrics` exposes it as a Prometheus histogram as it is.
 
+pub mod guard;
 pub mod procfs;
+
+pub use guard::{Guard, GuardSnapshot, Slow};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -58,6 +61,7 @@ pub const SHARDS: usize = 32;
 pub struct Counters {
     next: AtomicU64,
     shards: [Shard; SHARDS],
+    guard: Guard,
 }
 
 /// One shard: a copy of every counter, added to by the workers that took it.
@@ -147,6 +151,7 @@ impl Counters {
         Counters {
             next: AtomicU64::new(0),
             shards: std::array::from_fn(|_| Shard::zeroed()),
+            guard: Guard::zeroed(),
         }
     }
 
@@ -159,6 +164,11 @@ impl Counters {
     /// A connection accepted (on the first shard: once per connection, not per request).
     pub fn connection(&self) {
         self.shards[0].connection();
+    }
+
+    /// The defences' counters (slow clients closed, panics, accept pauses...).
+    pub fn guard(&self) -> &Guard {
+        &self.guard
     }
 
     /// The sum of the shards.

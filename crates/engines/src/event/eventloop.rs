@@ -7,20 +7,21 @@
 
 use super::{Mailbox, Registry};
 use crate::blocking_pool::BlockingPool;
+use crate::limits::Accepted;
 use crate::session::{Session, Stop, ThreadCtx};
 use crate::shared::Shared;
 use gearshift_core::defaults::READ_BUF;
 use gearshift_core::lifecycle::unix_now;
+use gearshift_core::metrics::Slow;
 use gearshift_core::output::{Batch, Flushed};
 use gearshift_handlers::Service;
-use gearshift_http::Phase;
+use gearshift_http::{Phase, SlowReason};
 pub(super) use handoff::{run_dynamic, Dynamic};
 use rustix::event::epoll::{self, EventData, EventFlags, EventVec};
 use rustix::fd::{AsFd, AsRawFd, OwnedFd};
 use rustix::io::Errno;
-use rustix::net::{SocketAddrAny, SocketFlags};
 use slab::Slab;
-use std::net::{SocketAddr, TcpListener};
+use std::net::TcpListener;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use upstreams::{recv, Exchanges, Upstreams, UPSTREAM};
@@ -64,6 +65,10 @@ pub(super) struct EventLoop {
     batch: Batch,
     w: ThreadCtx,
     accepting: bool,
+    /// The listener is in this loop's epoll set.
+    listening: bool,
+    /// The engine's connection cap, count and accept back-off, shared by its loops.
+    limits: Arc<super::Limits>,
     dynamic: Arc<BlockingPool<Dynamic>>,
     ups: Upstreams,
     /// Proxied requests this loop runs, by client connection (`proxied.rs`).
@@ -77,6 +82,7 @@ impl EventLoop {
         shared: Arc<Shared>,
         registry: Arc<Registry>,
         dynamic: Arc<BlockingPool<Dynamic>>,
+        limits: Arc<super::Limits>,
     ) -> std::io::Result<EventLoop> {
         let epoll = epoll::create(epoll::CreateFlags::CLOEXEC)?;
         epoll::add(
@@ -110,12 +116,19 @@ impl EventLoop {
             batch: Batch::default(),
             w,
             accepting: true,
+            listening: true,
+            limits,
             mailbox,
             registry,
             dynamic,
             ups: Upstreams::default(),
             exchanges: Exchanges::default(),
         })
+    }
+
+    /// Connections this loop holds (counted out of the engine's total if it dies).
+    pub(super) fn connections(&self) -> usize {
+        self.conns.len()
     }
 
     pub(super) fn run(&mut self) {
@@ -156,7 +169,17 @@ impl EventLoop {
                         self.adopt();
                     }
                     t if t & UPSTREAM != 0 => {}
-                    t => self.ready(t as usize, ev.flags, &svc),
+                    t => {
+                        let shared = self.shared.clone();
+                        let flags = ev.flags;
+                        if crate::guard::catch(&shared, || self.ready(t as usize, flags, &svc))
+                            .is_none()
+                        {
+                            // A panic while serving it: that connection ends, the loop goes on.
+                            self.batch.clear();
+                            self.close(t as usize);
+                        }
+                    }
                 }
             }
             self.resume_proxied(&svc);
@@ -194,25 +217,23 @@ impl EventLoop {
             return;
         }
         for _ in 0..64 {
-            let (fd, addr) = match rustix::net::acceptfrom_with(
-                self.listener.as_fd(),
-                SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
-            ) {
-                Ok(x) => x,
-                Err(Errno::INTR) | Err(Errno::CONNABORTED) => continue,
-                Err(Errno::AGAIN) => return,
-                Err(e) => {
-                    // EMFILE/ENFILE/ENOBUFS: leave the rest queued, retry next tick.
-                    tracing::warn!(worker = self.id, "accept: {e}");
-                    return;
-                }
-            };
+            if self.limits.open.load(Ordering::Relaxed) >= self.limits.cap {
+                // At the connection cap: the rest waits in the backlog (`sweep` makes room).
+                return self.listen(false);
+            }
+            let (fd, peer) =
+                match self
+                    .limits
+                    .acceptor
+                    .accept(&self.listener, true, self.shared.counters)
+                {
+                    Accepted::Conn(fd, peer) => (fd, peer),
+                    Accepted::Empty => return,
+                    // Out of descriptors: stop listening until the pause is over (a
+                    // level-triggered listener would wake this loop in a spin).
+                    Accepted::Paused => return self.listen(false),
+                };
             let _ = rustix::net::sockopt::set_tcp_nodelay(&fd, true);
-            let peer = match addr {
-                Some(SocketAddrAny::V4(a)) => SocketAddr::V4(a),
-                Some(SocketAddrAny::V6(a)) => SocketAddr::V6(a),
-                _ => SocketAddr::from(([0, 0, 0, 0], 0)),
-            };
             let entry = self.conns.vacant_entry();
             let token = entry.key() as u64;
             if epoll::add(
@@ -226,6 +247,7 @@ impl EventLoop {
                 continue;
             }
             self.shared.counters.connection();
+            self.limits.open.fetch_add(1, Ordering::Relaxed);
             let mut session = Session::new(svc, peer, self.w.now_ms);
             session.proxy_in_loop = true;
             entry.insert(Connection {
@@ -236,6 +258,23 @@ impl EventLoop {
                 lingering: false,
                 deadline_ms: 0,
             });
+        }
+    }
+
+    /// Put the listener in this loop's epoll set or take it out.
+    fn listen(&mut self, on: bool) {
+        if on == self.listening {
+            return;
+        }
+        let fd = self.listener.as_fd();
+        let done = if on {
+            let flags = EventFlags::IN | EventFlags::EXCLUSIVE;
+            epoll::add(&self.epoll, fd, EventData::new_u64(LISTENER), flags)
+        } else {
+            epoll::delete(&self.epoll, fd)
+        };
+        if done.is_ok() {
+            self.listening = on;
         }
     }
 
@@ -455,6 +494,7 @@ impl EventLoop {
 
     fn close(&mut self, k: usize) {
         if let Some(c) = self.conns.try_remove(k) {
+            self.limits.open.fetch_sub(1, Ordering::Relaxed);
             let _ = epoll::delete(&self.epoll, c.fd.as_fd());
             tracing::trace!(worker = self.id, fd = c.fd.as_raw_fd(), "close");
             if let Some(running) = self.exchanges.take(k) {
@@ -463,25 +503,63 @@ impl EventLoop {
         }
     }
 
-    /// Apply deadlines: header/body/keep-alive read timeouts, send timeouts, lingering.
+    /// Apply deadlines: header/body/keep-alive read timeouts, send timeouts, lingering;
+    /// shorter ones for heads and idle connections while the server is at its connection
+    /// cap with connections queueing in the backlog (pressure), and then, if none is due,
+    /// the one closest to its deadline makes room.
     fn sweep(&mut self, svc: &Service) {
         self.proxy_sweep(svc);
         let now = self.w.now_ms;
+        let at_cap = self.limits.open.load(Ordering::Relaxed) >= self.limits.cap;
+        let pressure = at_cap && listener_readable(&self.listener);
         let mut expired = Vec::new();
+        let mut closest: Vec<(u64, usize)> = Vec::new();
         for (k, c) in self.conns.iter() {
+            let reading = !c.lingering && c.pending.is_empty() && !self.exchanges.running(k);
             let deadline = if c.lingering || !c.pending.is_empty() {
                 c.deadline_ms
             } else if self.exchanges.running(k) {
                 u64::MAX // the exchange has its own deadlines
+            } else if pressure {
+                c.session.http.pressure_deadline()
             } else {
                 c.session.http.read_deadline()
             };
             if now >= deadline {
                 expired.push(k);
+            } else if pressure && reading && c.session.http.phase() != Phase::Body {
+                closest.push((deadline, k));
+            }
+        }
+        // At the cap with connections queueing: as many as queue (up to 64), those closest
+        // to their deadlines, make room.
+        let mut evicted = Vec::new();
+        if pressure && expired.len() < 64 {
+            let queued = gearshift_core::metrics::procfs::accept_queue(&*self.listener)
+                .map_or(1, |(len, _)| len as usize)
+                .clamp(1, 64);
+            let n = queued.saturating_sub(expired.len()).min(closest.len());
+            if n > 0 {
+                closest.select_nth_unstable(n - 1);
+                evicted.extend(closest[..n].iter().map(|&(_, k)| k));
+                expired.extend_from_slice(&evicted);
             }
         }
         for k in expired {
             let c = &mut self.conns[k];
+            if !c.lingering && c.pending.is_empty() {
+                let guard = self.shared.counters.guard();
+                match c.session.http.slow_reason() {
+                    _ if evicted.contains(&k) => guard.slow(Slow::Pressure),
+                    SlowReason::FirstByte => guard.slow(Slow::FirstByte),
+                    SlowReason::Head => guard.slow(Slow::Head),
+                    SlowReason::Body => guard.slow(Slow::Body),
+                    SlowReason::KeepAlive if pressure => guard.slow(Slow::Pressure),
+                    SlowReason::KeepAlive => {}
+                }
+            } else if !c.lingering {
+                self.shared.counters.guard().slow(Slow::Send);
+            }
             if !c.lingering && c.pending.is_empty() && c.session.http.phase() == Phase::Head {
                 c.session.timeout_response(&self.w, &mut self.batch);
                 let _ = self.batch.write(c.fd.as_fd());
@@ -489,5 +567,17 @@ impl EventLoop {
             }
             self.close(k);
         }
+        // Listen again once below the cap and past any accept pause.
+        let room = self.limits.open.load(Ordering::Relaxed) < self.limits.cap
+            && self.limits.acceptor.paused_for_ms() == 0;
+        if self.accepting && room && !self.shared.life.is_draining() {
+            self.listen(true);
+        }
     }
+}
+
+fn listener_readable(listener: &TcpListener) -> bool {
+    use rustix::event::{poll, PollFd, PollFlags};
+    let mut fds = [PollFd::new(listener, PollFlags::IN)];
+    matches!(poll(&mut fds, 0), Ok(n) if n > 0)
 }

@@ -252,6 +252,13 @@ impl Children {
         }
     }
 
+    /// Tell every child to drain (SIGTERM) without waiting for them.
+    pub fn terminate(&self) {
+        for &pid in self.live.keys() {
+            kill(pid, Signal::Term);
+        }
+    }
+
     /// Graceful stop: SIGTERM every child, reap them as they finish their connections,
     /// SIGKILL whatever is left once the drain deadline (plus a grace) passes.
     pub fn drain(&mut self, reaper: &Reaper, shared: &Shared) {
@@ -318,6 +325,7 @@ pub fn stats(board: &Scoreboard) -> serde_json::Value {
         "busy": c.busy,
         "dying": c.dying,
         "capacity": board.capacity(),
+        "ready": board.header().ready(),
         "children": children,
     })
 }

@@ -142,6 +142,26 @@ impl Session {
         }
     }
 
+    /// A connection a head-reading stage hands on (`front::Handoff`): its request count
+    /// and, if it is in the middle of a head, when that began.
+    pub fn resume(
+        svc: &Service,
+        peer: SocketAddr,
+        now_ms: u64,
+        requests: u64,
+        head_ms: Option<u64>,
+    ) -> Session {
+        let mut s = Session::new(svc, peer, now_ms);
+        s.http = Conn::resumed(svc.limits, svc.timeouts, requests, now_ms, head_ms);
+        if let Some(h) = head_ms {
+            // Response times count from the head's first byte, waits before a worker took
+            // the connection included (the server clock is ms, the metrics' is us).
+            let waited_us = now_ms.saturating_sub(h).saturating_mul(1000);
+            s.head_us = gearshift_core::metrics::now_us().saturating_sub(waited_us);
+        }
+        s
+    }
+
     /// Handle the requests in `input`, appending answers to `out`. Returns the bytes consumed.
     pub fn process(
         &mut self,
@@ -277,6 +297,7 @@ impl Session {
             head_only: head.method == Method::Head,
         };
         let t0 = w.counters.map(|_| gearshift_core::metrics::now_us());
+        crate::guard::note_request(head.method_raw, head.target);
         let outcome = svc.handle(head, &ctx, out);
         if let Some(t0) = t0 {
             let svc_us = gearshift_core::metrics::now_us().saturating_sub(t0);

@@ -6,13 +6,11 @@
 
 use super::stats::Stage;
 use super::{Conn, Pipeline};
+use crate::limits::Accepted;
 use crate::session::Session;
 use crate::shared::Shared;
 use rustix::event::{poll, PollFd, PollFlags};
-use rustix::fd::AsFd;
-use rustix::io::Errno;
-use rustix::net::{SocketAddrAny, SocketFlags};
-use std::net::{SocketAddr, TcpListener};
+use std::net::TcpListener;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -27,12 +25,29 @@ pub(super) fn run(p: &Arc<Pipeline>, listener: &TcpListener, shared: &Shared) ->
     let receive = p.stats.stage(Stage::Receive);
     let mut batch: Vec<Box<Conn>> = Vec::with_capacity(ACCEPT_BATCH);
     let stop = || shared.life.is_draining();
+    let acceptor = &p.acceptor;
+    let cap_conns = crate::limits::connection_cap(
+        shared.service.load().max_connections,
+        crate::limits::nofile(),
+    );
     loop {
         if stop() {
             return true;
         }
         if p.should_retire(Stage::Accept) {
             return false;
+        }
+        // At the connection cap, or out of descriptors: connections wait in the backlog.
+        let paused = acceptor.paused_for_ms();
+        let at_cap = p.stats.connections.load(Ordering::Relaxed) >= cap_conns;
+        let queueing = at_cap && {
+            let mut fds = [PollFd::new(listener, PollFlags::IN)];
+            matches!(poll(&mut fds, 0), Ok(n) if n > 0)
+        };
+        p.pressure.store(queueing, Ordering::Relaxed);
+        if paused > 0 || at_cap {
+            std::thread::sleep(std::time::Duration::from_millis(paused.clamp(10, 100)));
+            continue;
         }
         let mut fds = [PollFd::new(listener, PollFlags::IN)];
         if !matches!(poll(&mut fds, TICK_MS), Ok(n) if n > 0) {
@@ -51,28 +66,14 @@ pub(super) fn run(p: &Arc<Pipeline>, listener: &TcpListener, shared: &Shared) ->
         let now_ms = shared.now_ms();
         let now_ns = p.stats.now_ns();
         while batch.len() < room {
-            match rustix::net::acceptfrom_with(
-                listener.as_fd(),
-                SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
-            ) {
-                Ok((fd, addr)) => {
+            match acceptor.accept(listener, true, shared.counters) {
+                Accepted::Conn(fd, peer) => {
                     let _ = rustix::net::sockopt::set_tcp_nodelay(&fd, true);
-                    let peer = match addr {
-                        Some(SocketAddrAny::V4(a)) => SocketAddr::V4(a),
-                        Some(SocketAddrAny::V6(a)) => SocketAddr::V6(a),
-                        _ => SocketAddr::from(([0, 0, 0, 0], 0)),
-                    };
                     shared.counters.connection();
                     batch.push(Conn::new(fd, Session::new(&svc, peer, now_ms), now_ns));
                 }
-                Err(Errno::INTR) | Err(Errno::CONNABORTED) => continue,
-                Err(Errno::AGAIN) => break,
-                Err(e) => {
-                    // EMFILE and friends: leave the rest queued in the kernel, back off.
-                    tracing::warn!("staged accept: {e}");
-                    std::thread::sleep(std::time::Duration::from_millis(10));
-                    break;
-                }
+                // Nothing queued, or out of descriptors (the rest stays in the kernel).
+                Accepted::Empty | Accepted::Paused => break,
             }
         }
         let n = batch.len();

@@ -123,6 +123,11 @@ struct Pipeline {
     senders: Crew,
     handles: Mutex<Vec<JoinHandle<()>>>,
     serial: AtomicUsize,
+    /// accept(2) with its back-off, shared by the accept threads.
+    acceptor: crate::limits::Acceptor,
+    /// At the connection cap with connections queueing in the backlog: the receive threads
+    /// cut waits for heads to the pressure timeout.
+    pressure: std::sync::atomic::AtomicBool,
     /// Monitor samples (older, newer), at least `live::WINDOW_NS` apart once the server
     /// has run that long: `/status` measures rates and utilisation from the older one.
     window: Mutex<(Snapshot, Snapshot)>,
@@ -178,6 +183,8 @@ impl StagedEngine {
             senders: Crew::default(),
             handles: Mutex::new(Vec::new()),
             serial: AtomicUsize::new(0),
+            acceptor: crate::limits::Acceptor::new(),
+            pressure: std::sync::atomic::AtomicBool::new(false),
             window: Mutex::default(),
         };
         for (s, n) in Stage::ALL.iter().zip(counts) {

@@ -12,12 +12,12 @@
 
 use super::listener;
 use crate::blocking::Runner;
+use crate::front::Handoff;
 use crate::scoreboard::{Scoreboard, Slot, State};
-use crate::session::Session;
 use crate::shared::Shared;
 use rustix::fd::OwnedFd;
 use std::collections::VecDeque;
-use std::net::{SocketAddr, TcpListener};
+use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
@@ -33,11 +33,10 @@ const TICK: Duration = Duration::from_millis(1000);
 /// enough that an idle connection soon holds no thread.
 const LINGER_MS: u64 = 50;
 
-/// A connection for a worker: new (no session yet) or resumed from the listener.
+/// A connection for a worker: one with a complete request, from the listener's
+/// head-reading stage (or one a worker hands back, waiting for input).
 pub struct Job {
-    pub fd: OwnedFd,
-    pub peer: SocketAddr,
-    pub session: Option<Session>,
+    pub h: Handoff,
 }
 
 /// Where the listener thread and the workers of one child meet.
@@ -213,20 +212,11 @@ fn work(hub: &Hub, shared: &Shared, board: Arc<Scoreboard>, i: usize) {
             continue;
         };
         publish(hub, slot);
-        let Job { fd, peer, session } = job;
-        let session = match session {
-            Some(s) => s,
-            None => w.open(&fd, peer, shared),
-        };
         let linger = || if hub.available() > 0 { LINGER_MS } else { 0 };
-        let back = w.serve_session(fd, session, shared, Some(&linger));
+        let back = w.serve_guarded(job.h, shared, &linger);
         // Reports the requests not yet reported (the worker reports at each wake-up).
         w.idle_tick(shared);
-        hub.done(back.map(|(fd, s)| Job {
-            fd,
-            peer,
-            session: Some(s),
-        }));
+        hub.done(back.map(|h| Job { h }));
         publish(hub, slot);
     }
     w.flush_log();

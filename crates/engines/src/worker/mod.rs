@@ -212,7 +212,12 @@ impl Master<'_> {
         board.slot(i).set_threads(threads as u32, 0);
         board.slot(i).set_parked(0);
         let (listener, shared, generation) = (self.listener, self.shared, self.generation);
+        let children = self.knobs.max_children();
         match process::spawn(shared, || {
+            // Every child fills its own cache: each keeps its share of the budget.
+            if let Some(cache) = shared.service.load().files.cache() {
+                cache.share(children);
+            }
             child::child_main(listener, shared, &board, i, generation, threads)
         }) {
             Ok(pid) => {

@@ -26,9 +26,25 @@ pub fn checked_load(
     limit: Duration,
 ) -> Vec<JoinHandle<Tally>> {
     let want = std::fs::read(s.root().join("data.bin")).unwrap();
+    checked_load_on(s, "/data.bin", Some(want), clients, stop, per_conn, limit)
+}
+
+/// `checked_load` asking for `path`; an answer is good if it is a 200 with `want` as its
+/// body (any body if `want` is None).
+pub fn checked_load_on(
+    s: &Server,
+    path: &str,
+    want: Option<Vec<u8>>,
+    clients: usize,
+    stop: &Arc<AtomicBool>,
+    per_conn: fn(usize) -> usize,
+    limit: Duration,
+) -> Vec<JoinHandle<Tally>> {
+    let request = format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n");
     (0..clients)
         .map(|i| {
             let (addr, stop, want) = (s.addr, stop.clone(), want.clone());
+            let request = request.clone();
             thread::spawn(move || {
                 let mut t = Tally::default();
                 let deadline = Instant::now() + limit;
@@ -37,10 +53,12 @@ pub fn checked_load(
                     t.conns += 1;
                     for _ in 0..per_conn(i) {
                         let good = c
-                            .try_send(b"GET /data.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+                            .try_send(request.as_bytes())
                             .map_err(|e| e.to_string())
                             .and_then(|_| c.try_response(false))
-                            .is_ok_and(|r| r.status == 200 && r.body == want);
+                            .is_ok_and(|r| {
+                                r.status == 200 && want.as_ref().is_none_or(|w| r.body == *w)
+                            });
                         if good {
                             t.ok += 1;
                         } else {

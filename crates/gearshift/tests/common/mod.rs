@@ -3,12 +3,15 @@
 //! test can hang. Only std (plus libc for signals).
 #![allow(dead_code)]
 
+mod attack;
 mod checked;
 mod client;
 mod date;
 mod procs;
 mod upstream;
 
+#[allow(unused_imports)]
+pub use attack::*;
 #[allow(unused_imports)]
 pub use checked::*;
 #[allow(unused_imports)]
@@ -35,8 +38,10 @@ mod leaks;
 #[allow(unused_imports)]
 pub use leaks::*;
 
-pub fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_gearshift")
+/// The binary under test; GEARSHIFT_TEST_BIN names another (say, a build of an older
+/// commit, to show what a test catches there).
+pub fn bin() -> String {
+    std::env::var("GEARSHIFT_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_gearshift").into())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -331,7 +336,19 @@ pub fn launch(
     env: &[(&str, &str)],
     cwd: Option<&Path>,
 ) -> Result<Server, LaunchError> {
-    let mut child = command(args, env, cwd).spawn().expect("spawn gearshift");
+    launch_with(args, env, cwd, |_| {})
+}
+
+/// `launch`, with the command adjusted by `tweak` first (say, a `pre_exec` setting limits).
+pub fn launch_with(
+    args: &[String],
+    env: &[(&str, &str)],
+    cwd: Option<&Path>,
+    tweak: impl FnOnce(&mut Command),
+) -> Result<Server, LaunchError> {
+    let mut cmd = command(args, env, cwd);
+    tweak(&mut cmd);
+    let mut child = cmd.spawn().expect("spawn gearshift");
     let stdout_pipe = child.stdout.take().unwrap();
     let stderr = collect(child.stderr.take().unwrap());
     let stdout = Arc::new(Mutex::new(Vec::new()));
@@ -492,4 +509,20 @@ pub fn poll<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
         }
         thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// A connection that holds a worker (thread or child) for as long as it stays open: a POST
+/// whose body is begun and not finished, and larger than the head-reading stage waits for,
+/// so a worker reads it (at the minimum rate: some 20 s). An idle or half-sent connection
+/// holds none (issue 17): this is how a test keeps workers busy.
+pub fn busy_conn(s: &Server) -> Conn {
+    let mut c = s.conn();
+    c.send(b"POST /file.txt HTTP/1.1\r\nHost: t\r\nContent-Length: 100000\r\n\r\nabc");
+    c
+}
+
+/// Send the rest of a `busy_conn`'s body and read the answer (a file takes no POST: 405).
+pub fn finish_busy(c: &mut Conn) -> Response {
+    c.send(&vec![b'x'; 100_000 - 3]);
+    c.response()
 }

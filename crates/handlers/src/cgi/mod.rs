@@ -179,7 +179,10 @@ impl Cgi {
             Err(status) => return Served::Done(out.error(status, &[], false)),
         };
         if !self.running.acquire(self.max_processes) {
-            tracing::warn!(target: "cgi", "max_processes ({}) reached: 503", self.max_processes);
+            gearshift_core::warn_limited!(
+                "cgi: max_processes ({}) reached: 503",
+                self.max_processes
+            );
             return Served::Done(out.error(503, &[("Retry-After", b"1")], false));
         }
         let _slot = Slot(self.running.clone());
@@ -212,7 +215,15 @@ impl Cgi {
             } else {
                 let (group, feed) = (running.group.clone(), &feed);
                 let body = &mut *body;
-                s.spawn(move || feed_body(body, stdin, &group, feed));
+                // No thread to be had (EAGAIN, a pids limit): 503, not a panic.
+                let feeder = std::thread::Builder::new()
+                    .name("cgi-body".into())
+                    .spawn_scoped(s, move || feed_body(body, stdin, &group, feed));
+                if feeder.is_err() {
+                    running.kill();
+                    drop(running);
+                    return Served::Done(out.error(503, &[], false));
+                }
             }
             let served = self.respond(&mut running, head, out, &feed);
             if matches!(served, Served::Done(_)) && out.broken {

@@ -64,7 +64,10 @@ impl FastCgi {
             return Served::Done(out.error(404, &[], false));
         };
         if !self.busy.acquire(self.max_connections) {
-            tracing::warn!(target: "fastcgi", "max_connections ({}) reached: 503", self.max_connections);
+            gearshift_core::warn_limited!(
+                "fastcgi: max_connections ({}) reached: 503",
+                self.max_connections
+            );
             return Served::Done(out.error(503, &[("Retry-After", b"1")], false));
         }
         let _slot = Slot(self.busy.clone());
@@ -165,7 +168,9 @@ impl FastCgi {
                     return Served::Done(out.error(connect_status(&e), &[], false));
                 }
                 Err(BeginFail::Busy) => {
-                    tracing::warn!(target: "fastcgi", "every multiplexed connection full ({limits:?}): 503");
+                    gearshift_core::warn_limited!(
+                        "fastcgi: every multiplexed connection full ({limits:?}): 503"
+                    );
                     return Served::Done(out.error(503, &[("Retry-After", b"1")], false));
                 }
             };
@@ -215,14 +220,23 @@ impl FastCgi {
             let (feed, send_ms) = (&feed, self.send_timeout_ms);
             if let Some(file) = spooled {
                 if !none {
-                    s.spawn(move || feed_body(Source::Spooled(file), sink, id, send_ms, feed));
+                    let f = move || feed_body(Source::Spooled(file), sink, id, send_ms, feed);
+                    if std::thread::Builder::new().spawn_scoped(s, f).is_err() {
+                        // No thread to be had: the body cannot be fed; the request fails.
+                        feed.store(FEED_GONE, Ordering::SeqCst);
+                        sink.stop();
+                    }
                 }
             } else if !none {
                 if client.send_continue().is_err() {
                     feed.store(FEED_GONE, Ordering::SeqCst);
                     sink.stop();
                 } else {
-                    s.spawn(move || feed_body(Source::Client(client), sink, id, send_ms, feed));
+                    let f = move || feed_body(Source::Client(client), sink, id, send_ms, feed);
+                    if std::thread::Builder::new().spawn_scoped(s, f).is_err() {
+                        feed.store(FEED_GONE, Ordering::SeqCst);
+                        sink.stop();
+                    }
                 }
             }
             let mut ex = Exchange {

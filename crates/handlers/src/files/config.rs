@@ -30,6 +30,8 @@ pub struct CacheConfig {
     pub enabled: bool,
     pub max_bytes: u64,
     pub max_entries: usize,
+    /// Open descriptors of large files kept (never more than an eighth of RLIMIT_NOFILE).
+    pub max_open_files: usize,
     /// Largest file kept in memory; larger files keep only an open descriptor.
     pub max_file_size: u64,
     pub revalidate_ms: u64,
@@ -55,6 +57,7 @@ impl Default for CacheConfig {
             enabled: true,
             max_bytes: defaults::CACHE_MAX_BYTES,
             max_entries: defaults::CACHE_MAX_ENTRIES,
+            max_open_files: defaults::CACHE_MAX_FDS,
             max_file_size: defaults::CACHE_MAX_FILE,
             revalidate_ms: defaults::CACHE_REVALIDATE_MS,
         }

@@ -64,7 +64,10 @@ impl Entry {
         now_ms: u64,
     ) -> std::io::Result<Entry> {
         let etag = make_etag(&meta, coding);
-        let last_modified = gearshift_http::date::fmt(meta.mtime_secs());
+        // RFC 9110 8.8.2.1: a modification time in the future is sent as the present (and
+        // one past year 9999 cannot be written as an HTTP-date at all: issue 17's panic).
+        let mtime = meta.mtime_secs().min(gearshift_core::lifecycle::unix_now());
+        let last_modified = gearshift_http::date::fmt(mtime);
         let mut rep = Vec::with_capacity(256);
         header(&mut rep, "Last-Modified", last_modified.as_bytes());
         header(&mut rep, "ETag", etag.as_bytes());

@@ -53,9 +53,13 @@ impl StaticFiles {
         Ok(StaticFiles {
             root: Root::open(root, cfg.symlinks_outside_root)?,
             cfg: cfg.clone(),
-            cache: cache_cfg
-                .enabled
-                .then(|| Cache::new(cache_cfg.max_bytes, cache_cfg.max_entries)),
+            cache: cache_cfg.enabled.then(|| {
+                let nofile = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+                    .current
+                    .unwrap_or(u64::MAX);
+                let fds = (cache_cfg.max_open_files as u64).min(nofile / 8) as usize;
+                Cache::new(cache_cfg.max_bytes, cache_cfg.max_entries).with_max_fds(fds)
+            }),
             cache_cfg: cache_cfg.clone(),
             policy: PathPolicy {
                 allow_hidden: cfg.hidden,

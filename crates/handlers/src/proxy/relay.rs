@@ -45,7 +45,14 @@ pub(super) fn stream_body(
     let state = AtomicU16::new(FEED_RUNNING);
     let step = std::thread::scope(|scope| {
         let state = &state;
-        let feeder = scope.spawn(move || feed(writer, framing, body, state));
+        let f = move || feed(writer, framing, body, state);
+        let Ok(feeder) = std::thread::Builder::new().spawn_scoped(scope, f) else {
+            // No thread to be had (EAGAIN, a pids limit): fail, not panic.
+            return Step::Try(Try::Failed {
+                status: 503,
+                retry: false,
+            });
+        };
         let step = respond(s, out);
         if state.load(Ordering::SeqCst) == FEED_RUNNING {
             let _ = s.shutdown(Shutdown::Both);

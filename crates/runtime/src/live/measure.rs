@@ -115,6 +115,9 @@ impl Sampler {
         let dropped = overflows.saturating_sub(self.last_overflows);
         self.last_overflows = overflows;
         let stats = shared.engine_stats();
+        // Connections with a request waiting for a worker in an engine's head-reading
+        // stage are as much its accept queue as those the kernel holds.
+        let queue = queue + num(&stats, "ready").unwrap_or(0.0);
         let engine = shared.engine_name();
         let (busy, idle) = workers(engine, &stats);
         let mut stages = stages(&stats);

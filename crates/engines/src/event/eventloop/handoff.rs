@@ -45,7 +45,16 @@ pub(in crate::event) fn run_dynamic(d: Dynamic, w: &mut ThreadCtx) {
     {
         c.session.written(w.now_ms);
         let mut input = std::mem::take(&mut c.session.inbuf);
-        crate::exchange::run(c.fd.as_fd(), &mut c.session, &mut input, shared, w);
+        let fd = c.fd.as_fd();
+        let session = &mut c.session;
+        let ran = crate::guard::catch(shared, || {
+            crate::exchange::run(fd, session, &mut input, shared, w);
+        });
+        if ran.is_none() {
+            // A panic in the exchange: this connection ends, the pool thread goes on.
+            c.session.close_after_write = true;
+            input.clear();
+        }
         c.session.inbuf = input;
     } else {
         c.session.close_after_write = true;
@@ -80,7 +89,7 @@ impl EventLoop {
         if let Err(d) = self.dynamic.submit(d) {
             self.mailbox.away.fetch_sub(1, Ordering::SeqCst);
             let mut c = d.conn;
-            tracing::warn!(worker = self.id, "dynamic pool full: 503");
+            gearshift_core::warn_limited!("event loop {}: dynamic pool full: 503", self.id);
             c.session.refuse_dynamic(503, &mut self.w, &mut self.batch);
             self.batch.move_into(&mut c.pending);
             let entry = self.conns.vacant_entry();
@@ -89,6 +98,8 @@ impl EventLoop {
             if epoll::add(&self.epoll, c.fd.as_fd(), EventData::new_u64(token), flags).is_ok() {
                 c.deadline_ms = self.w.now_ms + c.session.send_timeout_ms;
                 entry.insert(c);
+            } else {
+                self.limits.open.fetch_sub(1, Ordering::Relaxed);
             }
         }
     }
@@ -105,7 +116,7 @@ impl EventLoop {
         };
         if self.accepting {
             self.accepting = false;
-            let _ = epoll::delete(&self.epoll, self.listener.as_fd());
+            self.listen(false);
         }
         let conns: Vec<Connection> = self.conns.drain().collect();
         for c in &conns {
@@ -136,6 +147,8 @@ impl EventLoop {
                     // Back from a dynamic exchange that ended the connection.
                     self.begin_close(token as usize);
                 }
+            } else {
+                self.limits.open.fetch_sub(1, Ordering::Relaxed);
             }
         }
     }
@@ -145,7 +158,7 @@ impl EventLoop {
         if self.accepting {
             self.accepting = false;
             self.w.draining = true;
-            let _ = epoll::delete(&self.epoll, self.listener.as_fd());
+            self.listen(false);
         }
         let idle: Vec<usize> = self
             .conns

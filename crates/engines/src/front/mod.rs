@@ -1,0 +1,424 @@
+//! The head-reading stage of the blocking engines (threads, pool, fork, prefork, worker):
+//! a non-blocking epoll set that accepts connections and holds every one that is waiting
+//! for a request, new or kept alive, reading what arrives, until a complete request is in
+//! (its head, and a small static body too), and only then hands it to a blocking worker
+//! (`Handoff`). Workers hand connections back as soon as they wait for input again. So a
+//! slow or silent client holds a few hundred bytes here instead of a worker: Apache's
+//! mpm_event does this for kept-alive connections only, which is why its new connections
+//! still fall to slowloris; nginx reads every head this way.
+//!
+//! Deadlines are mod_reqtimeout's (the `Timeouts` helpers the sans-IO connection uses too):
+//! the first byte and the first head from the connection's start, heads and bodies at a
+//! minimum rate; under pressure (requests waiting for a worker, or the connection cap
+//! reached with connections queueing in the backlog) the wait for a head is cut to
+//! `pressure_ms`, and at the cap the waiting connections closest to their deadlines make
+//! room for those queueing.
+//! The stage runs no thread of its own: an engine calls `turn` from its acceptor thread
+//! (threads, pool), its master's loop (fork, prefork) or its listener thread (worker).
+
+use crate::limits::{Accepted, Acceptor};
+use crate::shared::Shared;
+use gearshift_core::metrics::Slow;
+use gearshift_handlers::Service;
+use rustix::event::epoll::{self, EventData, EventFlags, EventVec};
+use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
+use rustix::io::Errno;
+use slab::Slab;
+use std::collections::VecDeque;
+use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::Ordering;
+
+mod returns;
+mod rules;
+
+pub use returns::{spawn_stage, Returns, LINGER_MS, PROCESS_LINGER_MS};
+use rules::{counted, deadline, head_complete, listener_readable};
+pub use rules::{ready, BODY_BUFFER};
+
+const LISTENER: u64 = u64::MAX;
+/// Tokens at or above this are the caller's own descriptors (`watch`).
+const EXTRA: u64 = 1 << 62;
+/// Most input kept for one connection (a head, a small body, pipelined requests).
+const MAX_INPUT: usize = 128 * 1024;
+/// The answer to a head that came too slowly (written without waiting, then closed).
+const TIMEOUT_408: &[u8] =
+    b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+/// How often deadlines are checked (at every turn while at the connection cap).
+const SWEEP_MS: u64 = 100;
+/// Most connections closed in one sweep to make room at the cap.
+const MAX_EVICT: usize = 64;
+
+/// A connection between the stage and a worker: its socket, the input read and not yet
+/// used, and how far it got.
+pub struct Handoff {
+    pub fd: OwnedFd,
+    pub peer: SocketAddr,
+    pub input: Vec<u8>,
+    /// Requests already answered on it.
+    pub requests: u64,
+    /// When it began waiting for its current request (accepted, or its last answer sent).
+    pub since_ms: u64,
+    /// When the current head's first byte arrived, if it has begun.
+    pub head_ms: Option<u64>,
+}
+
+struct Pending {
+    h: Handoff,
+    /// When the input last grew.
+    progress_ms: u64,
+    /// When the head was complete (its body is being read here).
+    head_done_ms: Option<u64>,
+}
+
+/// The stage: its epoll set, the connections waiting for a request, and those ready.
+pub struct Front {
+    epoll: OwnedFd,
+    pending: Slab<Pending>,
+    ready: VecDeque<Handoff>,
+    /// Most connections held here and in `ready` (workers' connections count in `busy`).
+    cap: usize,
+    /// Connections the engine's workers hold (updated by the engine).
+    pub busy: usize,
+    listening: bool,
+    /// The caller lets it accept (a leaving worker child does not).
+    may_accept: bool,
+    /// Connections accepted so far.
+    pub accepted: u64,
+    /// Idle keep-alive limit instead of the service's (the worker engine's KeepAliveTimeout).
+    pub keepalive_ms: Option<u64>,
+    exclusive: bool,
+    acceptor: Acceptor,
+    buf: Vec<u8>,
+    last_sweep_ms: u64,
+    events: EventVec,
+}
+
+impl Front {
+    /// A stage accepting from `listener` (shared with other processes' stages: `exclusive`,
+    /// so one connection wakes one), holding at most `cap` connections.
+    pub fn new(listener: &TcpListener, cap: usize, exclusive: bool) -> std::io::Result<Front> {
+        let epoll = epoll::create(epoll::CreateFlags::CLOEXEC)?;
+        let mut f = Front {
+            epoll,
+            pending: Slab::new(),
+            ready: VecDeque::new(),
+            cap: cap.max(1),
+            busy: 0,
+            listening: false,
+            may_accept: true,
+            accepted: 0,
+            keepalive_ms: None,
+            exclusive,
+            acceptor: Acceptor::new(),
+            buf: vec![0; 16 * 1024],
+            last_sweep_ms: 0,
+            events: EventVec::with_capacity(256),
+        };
+        f.listen(listener, true);
+        Ok(f)
+    }
+
+    /// The epoll set, for a caller that polls it beside its own descriptors.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.epoll.as_fd()
+    }
+
+    /// Also wake `turn` when `fd` is readable; `turn` returns `token` for it.
+    pub fn watch(&self, fd: BorrowedFd<'_>, token: u64) -> std::io::Result<()> {
+        epoll::add(
+            &self.epoll,
+            fd,
+            EventData::new_u64(EXTRA + token),
+            EventFlags::IN,
+        )?;
+        Ok(())
+    }
+
+    /// Let the stage accept, or not (it stops at its next turn).
+    pub fn set_accepting(&mut self, on: bool) {
+        self.may_accept = on;
+    }
+
+    /// Close waiting connections that are idle between requests (no byte of the next one)
+    /// and have been for `grace_ms`: a leaving worker child lets them go.
+    pub fn close_idle(&mut self, now: u64, grace_ms: u64) {
+        let idle: Vec<usize> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| p.h.input.is_empty() && now >= p.h.since_ms + grace_ms)
+            .map(|(k, _)| k)
+            .collect();
+        for k in idle {
+            if let Some(p) = self.pending.try_remove(k) {
+                let _ = epoll::delete(&self.epoll, &p.h.fd);
+                let _ = rustix::net::shutdown(&p.h.fd, rustix::net::Shutdown::Write);
+            }
+        }
+    }
+
+    /// Connections held: waiting, ready, and with workers.
+    pub fn held(&self) -> usize {
+        self.pending.len() + self.ready.len() + self.busy
+    }
+
+    pub fn waiting(&self) -> usize {
+        self.pending.len()
+    }
+
+    pub fn ready_len(&self) -> usize {
+        self.ready.len()
+    }
+
+    /// The next connection with a complete request, for a worker.
+    pub fn pop_ready(&mut self) -> Option<Handoff> {
+        self.ready.pop_front()
+    }
+
+    /// Put back a connection no worker could take after all (it goes first again).
+    pub fn unpop(&mut self, h: Handoff) {
+        self.ready.push_front(h);
+    }
+
+    /// Wait up to `timeout_ms` for something to happen (0 while the caller has ready
+    /// connections it can hand on), accept and read what came, check deadlines. Returns the tokens of the caller's descriptors that became readable.
+    pub fn turn(
+        &mut self,
+        listener: &TcpListener,
+        timeout_ms: i32,
+        shared: &Shared,
+        svc: &Service,
+    ) -> Vec<u64> {
+        let mut extra = Vec::new();
+        let timeout = timeout_ms;
+        let mut events = std::mem::replace(&mut self.events, EventVec::with_capacity(0));
+        if let Err(e) = epoll::wait(&self.epoll, &mut events, timeout) {
+            if e != Errno::INTR {
+                gearshift_core::error_limited!("front: epoll_wait: {e}");
+            }
+        }
+        let now = shared.now_ms();
+        for ev in events.iter() {
+            match ev.data.u64() {
+                LISTENER => self.accept(listener, shared, svc, now),
+                t if t >= EXTRA => extra.push(t - EXTRA),
+                k => self.read(k as usize, svc, now),
+            }
+        }
+        self.events = events;
+        if now >= self.last_sweep_ms + SWEEP_MS || self.held() >= self.cap {
+            self.last_sweep_ms = now;
+            self.sweep(listener, shared, svc, now);
+        }
+        // Accept again once there is room (and the back-off is over).
+        let room = self.may_accept
+            && self.held() < self.cap
+            && self.acceptor.paused_for_ms() == 0
+            && !shared.life.is_draining();
+        if room != self.listening {
+            self.listen(listener, room);
+        }
+        extra
+    }
+
+    /// Take what workers gave back through `returns` (call when its token fired).
+    pub fn collect(&mut self, returns: &Returns, svc: &Service, now: u64) {
+        let mut sink = [0u8; 8];
+        let _ = rustix::io::read(&returns.waker, &mut sink);
+        let ended = returns.ended.swap(0, Ordering::SeqCst);
+        let back = std::mem::take(&mut *returns.items.lock().unwrap_or_else(|p| p.into_inner()));
+        self.busy = self.busy.saturating_sub(ended + back.len());
+        for h in back {
+            self.adopt(h, svc, now);
+        }
+    }
+
+    /// A connection a worker handed back (waiting for its next request).
+    pub fn adopt(&mut self, h: Handoff, svc: &Service, now: u64) {
+        if ready(&h.input, svc) {
+            self.ready.push_back(h);
+            return;
+        }
+        let _ = self.hold(h, now);
+    }
+
+    fn hold(&mut self, h: Handoff, now: u64) -> Option<usize> {
+        let entry = self.pending.vacant_entry();
+        let key = entry.key();
+        // Workers read blocking; here nothing may block.
+        rustix::io::ioctl_fionbio(&h.fd, true).ok()?;
+        let flags = EventFlags::IN | EventFlags::RDHUP | EventFlags::ET;
+        epoll::add(&self.epoll, &h.fd, EventData::new_u64(key as u64), flags).ok()?;
+        entry.insert(Pending {
+            h,
+            progress_ms: now,
+            head_done_ms: None,
+        });
+        Some(key)
+    }
+
+    fn listen(&mut self, listener: &TcpListener, on: bool) {
+        let fd = listener.as_fd();
+        let done = if on {
+            let mut flags = EventFlags::IN;
+            if self.exclusive {
+                flags |= EventFlags::EXCLUSIVE;
+            }
+            epoll::add(&self.epoll, fd, EventData::new_u64(LISTENER), flags)
+        } else {
+            epoll::delete(&self.epoll, fd)
+        };
+        if done.is_ok() {
+            self.listening = on;
+        }
+    }
+
+    fn accept(&mut self, listener: &TcpListener, shared: &Shared, svc: &Service, now: u64) {
+        for _ in 0..64 {
+            if self.held() >= self.cap || shared.life.is_draining() {
+                return;
+            }
+            match self.acceptor.accept(listener, true, shared.counters) {
+                Accepted::Conn(fd, peer) => {
+                    self.accepted += 1;
+                    let _ = rustix::net::sockopt::set_tcp_nodelay(&fd, true);
+                    shared.counters.connection();
+                    let h = Handoff {
+                        fd,
+                        peer,
+                        input: Vec::new(),
+                        requests: 0,
+                        since_ms: now,
+                        head_ms: None,
+                    };
+                    // With TCP_DEFER_ACCEPT the request is usually there already.
+                    if let Some(k) = self.hold(h, now) {
+                        self.read(k, svc, now);
+                    }
+                }
+                Accepted::Empty => return,
+                Accepted::Paused => {
+                    self.listen(listener, false);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Read what arrived on a waiting connection; move it on once a request is complete.
+    fn read(&mut self, k: usize, svc: &Service, now: u64) {
+        let Some(p) = self.pending.get_mut(k) else {
+            return;
+        };
+        loop {
+            if p.h.input.len() >= MAX_INPUT {
+                break;
+            }
+            match rustix::io::read(&p.h.fd, &mut self.buf) {
+                // The client is done sending: answer what it sent, if it is a request.
+                Ok(0) if ready(&p.h.input, svc) => break,
+                Ok(0) => return self.close(k),
+                Ok(n) => {
+                    if p.h.head_ms.is_none() {
+                        p.h.head_ms = Some(now);
+                    }
+                    p.h.input.extend_from_slice(&self.buf[..n]);
+                    p.progress_ms = now;
+                    if n < self.buf.len() {
+                        break;
+                    }
+                }
+                Err(Errno::INTR) => continue,
+                Err(Errno::AGAIN) => break,
+                Err(_) => return self.close(k),
+            }
+        }
+        if ready(&p.h.input, svc) || p.h.input.len() >= MAX_INPUT {
+            let p = self.pending.remove(k);
+            let _ = epoll::delete(&self.epoll, &p.h.fd);
+            self.ready.push_back(p.h);
+        } else if p.head_done_ms.is_none() && head_complete(&p.h.input, svc) {
+            p.head_done_ms = Some(now);
+        }
+    }
+
+    fn close(&mut self, k: usize) {
+        if let Some(p) = self.pending.try_remove(k) {
+            let _ = epoll::delete(&self.epoll, &p.h.fd);
+        }
+    }
+
+    /// Close connections past their deadlines; under pressure with fewer.
+    fn sweep(&mut self, listener: &TcpListener, shared: &Shared, svc: &Service, now: u64) {
+        let at_cap = self.held() >= self.cap;
+        let queueing = at_cap && listener_readable(listener);
+        let pressure = !self.ready.is_empty() || queueing;
+        let mut t = svc.timeouts;
+        if let Some(k) = self.keepalive_ms {
+            t.keepalive_ms = t.keepalive_ms.min(k);
+        }
+        let t = &t;
+        let mut due: Vec<(usize, Slow)> = Vec::new();
+        let mut closest: Vec<(u64, usize)> = Vec::new();
+        for (k, p) in self.pending.iter() {
+            let (deadline, why) = deadline(p, t, pressure);
+            if now >= deadline {
+                due.push((k, why));
+            } else if queueing && p.head_done_ms.is_none() {
+                closest.push((deadline, k));
+            }
+        }
+        // At the cap with connections queueing: as many as queue (up to `MAX_EVICT`), those
+        // closest to their deadlines, make room, so a client that sends its request at once
+        // is not left in the backlog behind connections that send nothing.
+        if queueing && due.len() < MAX_EVICT {
+            let queued = gearshift_core::metrics::procfs::accept_queue(listener)
+                .map_or(1, |(len, _)| len as usize)
+                .clamp(1, MAX_EVICT);
+            let room = queued.saturating_sub(due.len());
+            if room > 0 && !closest.is_empty() {
+                let n = room.min(closest.len());
+                closest.select_nth_unstable(n - 1);
+                due.extend(closest[..n].iter().map(|&(_, k)| (k, Slow::Pressure)));
+            }
+        }
+        for (k, why) in due {
+            let Some(p) = self.pending.try_remove(k) else {
+                continue;
+            };
+            let _ = epoll::delete(&self.epoll, &p.h.fd);
+            if let Some(why) = counted(why, &p, pressure) {
+                shared.counters.guard().slow(why);
+            }
+            if !p.h.input.is_empty() && p.head_done_ms.is_none() {
+                // A head too slow: 408, best effort (the socket is non-blocking).
+                let _ = rustix::io::write(&p.h.fd, TIMEOUT_408);
+            }
+        }
+    }
+
+    /// Shutting down: close the waiting connections that sent nothing of a request yet
+    /// (all of them with `all`, past the drain deadline); those in the middle of one are
+    /// read to its end and answered, as nginx finishes a head it began reading.
+    pub fn drain_waiting(&mut self, all: bool) {
+        let idle: Vec<usize> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| all || p.h.input.is_empty())
+            .map(|(k, _)| k)
+            .collect();
+        for k in idle {
+            self.close(k);
+        }
+        if all {
+            self.ready.clear();
+        }
+    }
+
+    /// Nothing waits here: no connection waiting for a request, none ready.
+    pub fn is_empty(&self) -> bool {
+        self.pending.is_empty() && self.ready.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,68 @@
+//! Unit tests of the head-reading stage: readiness and deadlines.
+use super::rules::{counted, deadline};
+use super::*;
+use gearshift_http::Timeouts;
+
+fn pending(requests: u64, since: u64, head: Option<u64>, input: &[u8]) -> Pending {
+    let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+    Pending {
+        h: Handoff {
+            fd: OwnedFd::from(a),
+            peer: SocketAddr::from(([127, 0, 0, 1], 1)),
+            input: input.to_vec(),
+            requests,
+            since_ms: since,
+            head_ms: head,
+        },
+        progress_ms: since,
+        head_done_ms: None,
+    }
+}
+
+#[test]
+fn a_request_is_ready_once_a_worker_need_not_wait_for_the_client() {
+    let svc = Service::with_defaults(&std::env::temp_dir()).unwrap();
+    assert!(!ready(b"", &svc));
+    assert!(
+        !ready(b"GET / HTTP/1.1\r\nHost: a\r\n", &svc),
+        "half a head"
+    );
+    assert!(ready(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n", &svc));
+    // A small static body is waited for here; a large or chunked one is not.
+    let post = b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\n";
+    assert!(!ready(post, &svc));
+    assert!(ready(&[&post[..], b"hello"].concat(), &svc));
+    let large = b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 9999999\r\n\r\n";
+    assert!(ready(large, &svc));
+    let chunked = b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n";
+    assert!(ready(chunked, &svc));
+    // The client waits for 100 Continue before its body: the worker sends it.
+    let cont = b"POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n";
+    assert!(ready(cont, &svc));
+    // Not HTTP: the worker answers the error.
+    assert!(ready(b"\x16\x03\x01 hello\r\n\r\n", &svc));
+}
+
+#[test]
+fn deadlines_are_mod_reqtimeouts_and_pressure_cuts_them() {
+    let t = Timeouts::default();
+    // A new connection: the first byte, then the head, from its start.
+    let p = pending(0, 1_000, None, b"");
+    assert_eq!(deadline(&p, &t, false), (21_000, Slow::FirstByte));
+    assert_eq!(deadline(&p, &t, true), (2_000, Slow::FirstByte));
+    let p = pending(0, 1_000, Some(5_000), &[b'a'; 1000]);
+    assert_eq!(deadline(&p, &t, false), (23_000, Slow::Head));
+    assert_eq!(deadline(&p, &t, true).0, 2_000);
+    // Kept alive: idle for the keep-alive timeout, a head from its first byte.
+    let p = pending(2, 1_000, None, b"");
+    assert_eq!(deadline(&p, &t, false).0, 76_000);
+    assert_eq!(deadline(&p, &t, true).0, 2_000);
+    let p = pending(2, 1_000, Some(9_000), b"GET");
+    assert_eq!(deadline(&p, &t, false).0, 29_006, "3 bytes: 6 ms more");
+    assert_eq!(deadline(&p, &t, true).0, 10_000);
+    // Only keep-alive connections cut by pressure count as pressure.
+    assert_eq!(counted(Slow::Pressure, &p, false), Some(Slow::Pressure));
+    let idle = pending(2, 1_000, None, b"");
+    assert_eq!(counted(Slow::Pressure, &idle, false), None);
+    assert_eq!(counted(Slow::Pressure, &idle, true), Some(Slow::Pressure));
+}
