@@ -11,8 +11,9 @@ use super::{Mailbox, Registry};
 use crate::session::Stop;
 use crate::session::ThreadCtx;
 use crate::shared::Shared;
+use gearshift_core::metrics::Slow;
 use gearshift_handlers::Service;
-use gearshift_http::Phase;
+use gearshift_http::{Phase, SlowReason};
 use rustix::fd::AsFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -171,6 +172,18 @@ impl UringLoop {
             .collect();
         for k in expired {
             let c = &mut self.conns[k];
+            // Counted by reason, as the other engines do (/metrics, /status).
+            let guard = self.shared.counters.guard();
+            if !c.lingering && c.out.is_empty() {
+                match c.session.http.slow_reason() {
+                    SlowReason::FirstByte => guard.slow(Slow::FirstByte),
+                    SlowReason::Head => guard.slow(Slow::Head),
+                    SlowReason::Body => guard.slow(Slow::Body),
+                    SlowReason::KeepAlive => {}
+                }
+            } else if !c.lingering {
+                guard.slow(Slow::Send);
+            }
             if !c.lingering
                 && c.out.is_empty()
                 && c.session.http.phase() == Phase::Head
