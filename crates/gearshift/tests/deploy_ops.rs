@@ -111,10 +111,17 @@ fn activated(fd: i32, root: &str, extra: &[&str]) -> Command {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    // SAFETY: dup2 is async-signal-safe; the new descriptor 3 is not close-on-exec.
+    // SAFETY: dup2 and fcntl are async-signal-safe. dup2 gives a descriptor that is not
+    // close-on-exec, except when `fd` is 3 already (a short-lived test process): dup2 then
+    // does nothing, so the flag is cleared by hand.
     unsafe {
         cmd.pre_exec(move || {
-            if libc::dup2(fd, 3) < 0 {
+            let rc = if fd == 3 {
+                libc::fcntl(3, libc::F_SETFD, 0)
+            } else {
+                libc::dup2(fd, 3)
+            };
+            if rc < 0 {
                 return Err(std::io::Error::last_os_error());
             }
             Ok(())

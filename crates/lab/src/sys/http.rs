@@ -20,11 +20,11 @@ pub fn get(addr: SocketAddr, path: &str, timeout: Duration) -> Result<Response, 
         .map_err(|e| e.to_string())?;
     s.set_write_timeout(Some(timeout))
         .map_err(|e| e.to_string())?;
-    write!(
-        s,
-        "GET {path} HTTP/1.0\r\nHost: {addr}\r\nUser-Agent: gearshift-lab\r\n\r\n"
-    )
-    .map_err(|e| format!("{addr}: {e}"))?;
+    // One write: `write!` on the stream would send the request in pieces.
+    let request =
+        format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\nUser-Agent: gearshift-lab\r\n\r\n");
+    s.write_all(request.as_bytes())
+        .map_err(|e| format!("{addr}: {e}"))?;
     let deadline = Instant::now() + timeout * 4;
     let mut buf = Vec::new();
     let mut chunk = [0u8; 65536];
@@ -93,12 +93,19 @@ mod tests {
         let addr = l.local_addr().unwrap();
         let t = std::thread::spawn(move || {
             let (mut c, _) = l.accept().unwrap();
+            // The whole head first: closing with unread bytes would reset the connection.
+            let mut head = Vec::new();
             let mut b = [0u8; 1024];
-            let _ = c.read(&mut b);
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match c.read(&mut b) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&b[..n]),
+                }
+            }
             c.write_all(b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nhi")
                 .unwrap();
         });
-        let r = get(addr, "/x", Duration::from_secs(5)).unwrap();
+        let r = get(addr, "/x", Duration::from_secs(5)).expect("get from the listener");
         assert_eq!(r.body, b"hi");
         t.join().unwrap();
         // A live listener is seen at once; a dead process ends the wait without a listener.
@@ -108,7 +115,11 @@ mod tests {
             Duration::from_secs(2),
             || true
         ));
-        let nobody: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        // A port just closed (port 1 may have a listener on some machines).
+        let nobody = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
         assert!(!wait_listening(nobody, Duration::from_secs(5), || false));
     }
 }
