@@ -203,14 +203,24 @@ fn sweep_point(
         phase: "sweep".into(),
         ..Run::default()
     };
-    let mut r = lab.measure(
+    // One failed point (a generator the watchdog had to kill at 19,000 connections on a
+    // loaded box) is a caveat and a gap in the curve, not the end of the paper.
+    let mut r = match lab.measure(
         rep,
         Some(s),
         Client::Load(spec),
         tmpl,
         Pin::Split,
         &mut |_| {},
-    )?;
+    ) {
+        Ok(r) => r,
+        Err(super::Stop::Failed(m)) => {
+            rep.caveat(format!("C={c} on {}: no data: {m}", s.def.label));
+            lab.progress.done(estimate(c, quick));
+            return Ok(());
+        }
+        Err(e) => return Err(e),
+    };
     if cap.is_some_and(|cap| c > cap) {
         r.flags.push(FD_CAPPED.into());
         *rep.runs.last_mut().unwrap() = r;
