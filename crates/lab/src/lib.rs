@@ -9,7 +9,8 @@
 //! httperf), never through server internals. Verdicts are computed by code
 //! (`analysis::verdict`); `--quick` runs a short version of every paper whose verdicts are
 //! marked indicative. SIGINT/SIGTERM stop every process the lab started and leave a partial
-//! report that says so.
+//! report that says so. `lab cluster` is issue 16's scale-out experiment in the same report
+//! format (`papers/cluster.rs`: it runs `gearshift cluster bench`); `all` leaves it out.
 
 pub mod analysis;
 pub mod defaults;
