@@ -106,12 +106,11 @@ fn scaling<'a>(rep: &'a PaperReport, workload: &str, balancer: &str) -> Vec<&'a 
     v
 }
 
-/// (largest N, its req/s over one node's, the rows used), or why not.
-fn speedup(
-    rep: &PaperReport,
-    workload: &str,
-    balancer: &str,
-) -> Result<(usize, f64, Vec<String>), String> {
+/// (largest N, its req/s over one node's, both req/s as text, the rows used).
+type Speedup = (usize, f64, String, Vec<String>);
+
+/// The speedup of the largest cluster of `workload` behind `balancer`, or why not.
+fn speedup(rep: &PaperReport, workload: &str, balancer: &str) -> Result<Speedup, String> {
     let rows = scaling(rep, workload, balancer);
     let one = rows.iter().find(|r| nodes(r) == 1);
     let top = rows.last().filter(|r| nodes(r) >= 2);
@@ -133,6 +132,7 @@ fn speedup(
     Ok((
         nodes(top),
         top.rps / one.rps,
+        format!("{:.1} / {:.1} req/s", top.rps, one.rps),
         vec![one.id.clone(), top.id.clone()],
     ))
 }
@@ -188,7 +188,11 @@ fn scale_claim(rep: &PaperReport, c: Claim, workload: &str, f: fn(usize, f64) ->
             return None;
         }
         Some(match speedup(rep, workload, b) {
-            Ok((n, s, ids)) => (f(n, s), format!("{n} nodes = {s:.2}x one node"), ids),
+            Ok((n, s, rps, ids)) => (
+                f(n, s),
+                format!("{n} nodes = {s:.2}x one node ({rps})"),
+                ids,
+            ),
             Err(e) => (Outcome::NotTested, e, Vec::new()),
         })
     })
@@ -216,7 +220,11 @@ pub fn conclude(lab: &Lab, rep: &mut PaperReport) {
             d::C2_CPUS
         ))
     } else {
-        scale_claim(rep, c, "cpu", c2)
+        let c = scale_claim(rep, c, "cpu", c2);
+        match ceiling(rep, lab.machine.cpus) {
+            Some(n) => c.note(n),
+            None => c,
+        }
     });
     let c = Claim::new(
         "C3",
@@ -295,6 +303,22 @@ pub fn conclude(lab: &Lab, rep: &mut PaperReport) {
     }));
     rep.claims = claims;
     super::cluster_figures::figures(rep, lab.machine.cpus);
+}
+
+/// Where the CPU-bound points stand against the machine's ceiling: CPUs / the nodes' CPU
+/// per request (median over the CPU-bound runs).
+fn ceiling(rep: &PaperReport, cpus: usize) -> Option<String> {
+    let rows = rep.runs_where(|r| r.phase == "scaling" && r.size == "cpu");
+    let us = median(
+        &rows
+            .iter()
+            .filter_map(|r| r.x("nodes_cpu_us_per_req"))
+            .filter(|v| *v > 0.0)
+            .collect::<Vec<_>>(),
+    )?;
+    let top = rows.iter().map(|r| r.rps).fold(0.0, f64::max);
+    let cap = cpus as f64 * 1e6 / us;
+    (cpus > 0).then(|| format!("The nodes spend {us:.0} us of CPU per request, so {cpus} CPUs cap any cluster here near {cap:.0} req/s; the best CPU-bound point reached {top:.0} req/s ({:.0}% of it), the rest going to the balancer, the load generator and the other jobs on the box.", top / cap * 100.0))
 }
 
 fn c3_claim(rep: &PaperReport, c: Claim) -> Claim {
@@ -418,6 +442,7 @@ mod tests {
         };
         r.extra.insert("nodes".into(), n as f64);
         r.extra.insert("balancer_cpu_us_per_req".into(), 50.0);
+        r.extra.insert("nodes_cpu_us_per_req".into(), 2000.0);
         r
     }
 
@@ -447,16 +472,24 @@ mod tests {
         rep.runs.push(k);
         rep.runs
             .push(run("cluster-10", "reload", "small", "gearshift", 3, 9000.0));
-        let lab = crate::papers::tests::lab_for_tests();
+        let mut lab = crate::papers::tests::lab_for_tests();
+        lab.machine.cpus = 2;
         conclude(&lab, &mut rep);
         let v = |id: &str| rep.claims.iter().find(|c| c.id == id).unwrap().clone();
         assert_eq!(v("C1").verdict.outcome, Differs, "{}", v("C1").ours);
         assert!(
-            v("C1").ours.contains("HAProxy: 4 nodes = 4.40x"),
+            v("C1")
+                .ours
+                .contains("HAProxy: 4 nodes = 4.40x one node (44.0 / 10.0 req/s)"),
             "{}",
             v("C1").ours
         );
         assert_eq!(v("C2").verdict.outcome, Reproduced, "{}", v("C2").ours);
+        assert!(
+            v("C2").notes.contains("near 1000 req/s") && v("C2").notes.contains("730 req/s (73%"),
+            "{}",
+            v("C2").notes
+        );
         assert_eq!(v("C3").verdict.outcome, Differs, "30/44 req/s at 4 nodes");
         assert_eq!(v("C4").verdict.outcome, Differs, "2 lost, 1 in flight");
         assert_eq!(v("C5").verdict.outcome, Reproduced);
