@@ -69,7 +69,7 @@ fn fork_engine_leaves_no_zombies_after_10000_connections() {
         "children left after 10,000 connections: {left:?}"
     );
     assert_eq!(zombies_of(s.pid()), 0);
-    assert!(took < Duration::from_secs(30), "took {took:?}");
+    // How long it took is printed, not asserted: a test checks behaviour (bench/ measures).
     eprintln!("fork: 10,000 connections in {took:?}");
 }
 
