@@ -115,19 +115,13 @@ fn speedup(rep: &PaperReport, workload: &str, balancer: &str) -> Result<Speedup,
     let one = rows.iter().find(|r| nodes(r) == 1);
     let top = rows.last().filter(|r| nodes(r) >= 2);
     let (Some(one), Some(top)) = (one, top) else {
-        return Err(format!(
-            "{}: no 1-node and multi-node {workload} runs",
-            label(balancer)
-        ));
+        return Err(format!("no 1-node and multi-node {workload} runs"));
     };
     if one.flagged(CLIENT_BOUND) || top.flagged(CLIENT_BOUND) {
-        return Err(format!(
-            "{}: the load generator was CPU-bound",
-            label(balancer)
-        ));
+        return Err("the load generator was CPU-bound".into());
     }
     if one.rps <= 0.0 {
-        return Err(format!("{}: one node served nothing", label(balancer)));
+        return Err("one node served nothing".into());
     }
     Ok((
         nodes(top),
@@ -342,6 +336,19 @@ fn c3_claim(rep: &PaperReport, c: Claim) -> Claim {
         pairs.push((g.rps, h.rps, cpu(g), cpu(h)));
         ids.extend([g.id.clone(), h.id.clone()]);
     }
+    let mut ns: Vec<usize> = rep
+        .runs_where(|r| ids.contains(&r.id))
+        .iter()
+        .map(|r| nodes(r))
+        .collect();
+    ns.sort();
+    ns.dedup();
+    if !pairs.is_empty() && ns.len() < 2 {
+        return c.untested(format!(
+            "both balancers measured at {} node count(s) only; the criterion is over every N",
+            ns.len()
+        ));
+    }
     if pairs.is_empty() {
         let missing = if rep.runs.iter().any(|r| r.server == ha) {
             why(rep, "scaling")
@@ -446,6 +453,10 @@ mod tests {
         r
     }
 
+    fn claim(rep: &PaperReport, id: &str) -> Claim {
+        rep.claims.iter().find(|c| c.id == id).unwrap().clone()
+    }
+
     #[test]
     fn conclude_from_rows() {
         let mut rep = PaperReport::default();
@@ -475,7 +486,7 @@ mod tests {
         let mut lab = crate::papers::tests::lab_for_tests();
         lab.machine.cpus = 2;
         conclude(&lab, &mut rep);
-        let v = |id: &str| rep.claims.iter().find(|c| c.id == id).unwrap().clone();
+        let v = |id: &str| claim(&rep, id);
         assert_eq!(v("C1").verdict.outcome, Differs, "{}", v("C1").ours);
         assert!(
             v("C1")
@@ -496,6 +507,20 @@ mod tests {
         assert_eq!(v("C6").verdict.outcome, Reproduced);
         assert_eq!(v("C4").runs, vec!["cluster-9".to_string()]);
         assert!(!rep.figures.is_empty());
+        // Interrupted after the 1-node runs: C3 has one node count, C1 no speedup.
+        rep.runs.retain(|r| nodes(r) == 1);
+        conclude(&lab, &mut rep);
+        let v = |id: &str| claim(&rep, id);
+        assert_eq!(
+            v("C3").verdict.outcome,
+            NotTested,
+            "{}",
+            v("C3").verdict.reason
+        );
+        assert_eq!(
+            v("C1").verdict.reason,
+            "HAProxy: no 1-node and multi-node bandwidth runs; gearshift: no 1-node and multi-node bandwidth runs"
+        );
     }
 
     #[test]
