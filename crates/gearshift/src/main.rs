@@ -40,7 +40,8 @@ enum Command {
     /// (`load fileset DIR`).
     Load(Box<gearshift_load::LoadArgs>),
     /// Rerun the papers' experiments against gearshift's engines and the real servers they
-    /// measured, and write a report (`lab 000|001|002|003|004|all [--quick]`).
+    /// measured, and write a report (`lab 000|001|002|003|004|all [--quick]`); `lab cluster`
+    /// runs issue 16's scale-out experiment in the same report format.
     Lab(gearshift_lab::LabArgs),
     /// N nodes in network namespaces behind HAProxy or gearshift's proxy: up, status,
     /// metrics, reload (rolling), down, bench.

@@ -222,6 +222,56 @@ pub mod p004 {
     pub const E5_BAND: f64 = 0.05;
 }
 
+/// `lab cluster` (issue 16: scale-out behind a balancer). There is no paper: the claims are
+/// the issue's expectations, the criteria our fixed choices, stated in the report.
+pub mod cluster {
+    /// The bench's cluster name (its namespaces are gs-gslab-nI); not `gearshift cluster
+    /// bench`'s default, so a bench run by hand is not torn down by the lab, or the reverse.
+    pub const NAME: &str = "gslab";
+    /// Full mode: `gearshift cluster bench`'s own defaults (bench/README.md, issue 16).
+    pub const NODES: &str = "1,2,3,4";
+    pub const DURATION_S: f64 = 8.0;
+    pub const WARMUP_S: f64 = 2.0;
+    pub const FILE_KB: usize = 1024;
+    /// Quick mode (our choice): 1 and 2 nodes, 3 s runs, 256 KiB files so that a 3 s run
+    /// on a 100 Mbit/s link completes tens of requests, not a handful.
+    pub const NODES_QUICK: &str = "1,2";
+    pub const DURATION_QUICK_S: f64 = 3.0;
+    pub const WARMUP_QUICK_S: f64 = 1.0;
+    pub const FILE_KB_QUICK: usize = 256;
+    /// Link rate of the bandwidth-bound runs: paper 000's 100 Mbit/s machines (issue 16).
+    pub const RATE: &str = "100mbit";
+    /// CPU per request of the CPU-bound runs (the bench's default).
+    pub const CPU_US: u64 = 2000;
+    pub const CONNECTIONS: usize = 16;
+    /// Wall-time bound of the whole bench child (full about 6 min, quick about 2 min on
+    /// this box; our bound leaves room for a loaded machine).
+    pub const LIMIT_S: f64 = 1800.0;
+    pub const LIMIT_QUICK_S: f64 = 360.0;
+    /// After SIGINT the bench tears its cluster down; it gets this long before SIGKILL.
+    pub const TEARDOWN_GRACE_S: f64 = 60.0;
+    /// C1: the largest cluster's req/s at least this share of N x one node's (4 nodes:
+    /// 3.2x), per balancer; a speedup under 1 + C1_FLAT is no scaling at all.
+    pub const C1_EFFICIENCY: f64 = 0.80;
+    pub const C1_FLAT: f64 = 0.20;
+    /// C2: CPU-bound, the largest cluster's req/s at most this multiple of one node's (every
+    /// node shares this machine's 2 CPUs; one node already uses both).
+    pub const C2_MAX_SPEEDUP: f64 = 1.5;
+    /// The CPU count the C2 criterion is written for.
+    pub const C2_CPUS: usize = 2;
+    /// C3: gearshift's balancer at least this share of HAProxy's req/s at every point, and
+    /// its CPU per request (median ratio over the points) at most this multiple of HAProxy's
+    /// (1.0 plus 10% for CPU time read in 10 ms ticks on a shared box).
+    pub const C3_MIN_RPS_RATIO: f64 = 0.90;
+    pub const C3_MAX_CPU_RATIO: f64 = 1.10;
+    /// C6: HAProxy marks a killed node down within this (its checks: inter 500 ms x fall 2
+    /// = 1 s, crates/cluster/src/defaults.rs, plus 1 s for a loaded box), and a restarted
+    /// node serves again within C6_RECOVER_MS of its restart (rise 2 x 500 ms plus the
+    /// node's start-up; gearshift's balancer rests a failed node 2 s).
+    pub const C6_EJECT_MS: u64 = 2000;
+    pub const C6_RECOVER_MS: u64 = 5000;
+}
+
 /// apache2 as Debian 12 ships it (/etc/apache2/apache2.conf, mods-available/mpm_*.conf).
 pub mod apache_debian {
     pub const TIMEOUT: u64 = 300;

@@ -9,7 +9,8 @@
 //! httperf), never through server internals. Verdicts are computed by code
 //! (`analysis::verdict`); `--quick` runs a short version of every paper whose verdicts are
 //! marked indicative. SIGINT/SIGTERM stop every process the lab started and leave a partial
-//! report that says so.
+//! report that says so. `lab cluster` is issue 16's scale-out experiment in the same report
+//! format (`papers/cluster.rs`: it runs `gearshift cluster bench`); `all` leaves it out.
 
 pub mod analysis;
 pub mod defaults;
@@ -26,10 +27,15 @@ use sys::procs;
 
 pub const PAPERS: [&str; 5] = ["000", "001", "002", "003", "004"];
 
-/// `gearshift lab 000|001|002|003|004|all [--quick] [--out DIR] [--servers LIST] [--seed N]`.
+/// Experiments besides the papers, run only by name: `all` leaves them out (`cluster`'s
+/// quick mode takes about 2 minutes, over the 60 s a quick paper may take in CI).
+pub const EXTRA: [&str; 1] = ["cluster"];
+
+/// `gearshift lab 000|001|002|003|004|cluster|all [--quick] [--out DIR] [--servers LIST] [--seed N]`.
 #[derive(Args, Debug, Clone)]
 pub struct LabArgs {
-    /// Paper to rerun: 000, 001, 002, 003, 004, or all.
+    /// Paper to rerun: 000, 001, 002, 003, 004, or all; or `cluster` (issue 16's scale-out
+    /// experiment, root: network namespaces; not part of `all`).
     pub paper: String,
     /// Short runs for CI (at most 60 s per paper); every verdict is marked indicative.
     #[arg(long)]
@@ -55,9 +61,12 @@ impl LabArgs {
             "all" => Ok(PAPERS.to_vec()),
             p => PAPERS
                 .iter()
+                .chain(EXTRA.iter())
                 .find(|x| **x == p)
                 .map(|x| vec![*x])
-                .ok_or_else(|| format!("'{p}' is not a paper: use 000, 001, 002, 003, 004 or all")),
+                .ok_or_else(|| {
+                    format!("'{p}' is not a paper: use 000, 001, 002, 003, 004, all or cluster")
+                }),
         }
     }
 }
@@ -84,6 +93,9 @@ pub fn main(args: LabArgs) -> Result<(), String> {
     let start = Instant::now();
     let mut lab = papers::Lab::new(&args)?;
     let command = std::env::args().collect::<Vec<_>>().join(" ");
+    if args.paper == "all" {
+        eprintln!("gearshift lab: `all` leaves out {} (run `gearshift lab cluster [--quick]`: even quick, it takes about 2 minutes)", EXTRA.join(", "));
+    }
     for id in papers {
         if procs::interrupted() {
             break;
@@ -137,6 +149,8 @@ mod tests {
         assert_eq!(a("all").papers().unwrap().len(), 5);
         assert_eq!(a("003").papers().unwrap(), vec!["003"]);
         assert!(a("005").papers().unwrap_err().contains("not a paper"));
+        assert_eq!(a("cluster").papers().unwrap(), vec!["cluster"]);
+        assert!(!a("all").papers().unwrap().contains(&"cluster"));
         assert!(a("3").papers().is_err());
     }
 }

@@ -26,6 +26,9 @@ pub struct LoadResult {
     pub incomplete: u64,
     /// Errors per second of the run (by completion time).
     pub errors_per_second: Vec<u64>,
+    /// Complete 2xx answers per second of the run (by completion time): the timeline of a
+    /// kill or a reload.
+    pub ok_per_second: Vec<u64>,
     pub cpu_s: f64,
 }
 
@@ -46,17 +49,19 @@ impl LoadResult {
             errors: u("/errors/total"),
             errors_by_kind: v["errors"].clone(),
             incomplete: u("/incomplete"),
-            errors_per_second: v["series"]
-                .as_array()
-                .map(|s| {
-                    s.iter()
-                        .map(|x| x["errors"].as_u64().unwrap_or(0))
-                        .collect()
-                })
-                .unwrap_or_default(),
+            errors_per_second: per_second(v, "errors"),
+            ok_per_second: per_second(v, "ok"),
             cpu_s,
         }
     }
+}
+
+/// One field of every second of the run's series.
+fn per_second(v: &Value, field: &str) -> Vec<u64> {
+    v["series"]
+        .as_array()
+        .map(|s| s.iter().map(|x| x[field].as_u64().unwrap_or(0)).collect())
+        .unwrap_or_default()
 }
 
 /// A load run in progress.

@@ -13,7 +13,9 @@
 //! - `bench.json` (schema `gearshift-cluster-bench/1`): `host` (cpus, kernel, haproxy
 //!   version, load average at start and end), `config` (the bench's options), and
 //!   `scaling`, `kill`, `reload`: the rows above in full, each with its load run (the
-//!   `gearshift load --json` summary, errors by kind and per second) and its command.
+//!   `gearshift load --json` summary, errors by kind, errors and 2xx answers per second) and
+//!   its command; a kill also has `kill_at_ms` and `restart_at_ms`, a reload
+//!   `reload_at_ms` (after the load started), so `gearshift lab cluster` can draw timelines.
 
 use super::scenarios::{KillRun, ReloadRun, ScalePoint};
 use super::BenchArgs;

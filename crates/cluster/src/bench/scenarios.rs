@@ -117,6 +117,9 @@ pub struct KillRun {
     pub balancer_sessions_at_kill: Option<u64>,
     /// Kill to the balancer marking it down (HAProxy's status; None where not reported).
     pub eject_ms: Option<u64>,
+    /// When the node was killed and when its restart began, ms after the load started.
+    pub kill_at_ms: u64,
+    pub restart_at_ms: u64,
     /// Restart to the node serving requests again through the balancer.
     pub restart_ms: u64,
     pub recover_ms: u64,
@@ -161,6 +164,7 @@ pub fn kill_node(
         let avg = loadavg();
         let secs = setup.duration_s.max(6.0);
         let run = load::start(&url, setup.connections, secs)?;
+        let load_t0 = Instant::now();
         let command = run.command.clone();
         interrupt::sleep(Duration::from_secs_f64(secs * 0.3))?;
         let pid = st.pid(victim).ok_or("victim not running")?;
@@ -183,6 +187,8 @@ pub fn kill_node(
         };
         interrupt::sleep(Duration::from_secs_f64(secs * 0.3))?;
         let t0 = Instant::now();
+        let kill_at_ms = killed.duration_since(load_t0).as_millis() as u64;
+        let restart_at_ms = t0.duration_since(load_t0).as_millis() as u64;
         let new = node::start(&st.plan, victim)?;
         st.set_pid(victim, Some(new));
         st.save()?;
@@ -199,6 +205,8 @@ pub fn kill_node(
             in_flight_at_kill: busy,
             balancer_sessions_at_kill: sessions,
             eject_ms,
+            kill_at_ms,
+            restart_at_ms,
             restart_ms,
             recover_ms: served.map_or(u64::MAX, |ms| restart_ms + ms),
             load: res,
@@ -215,6 +223,8 @@ pub struct ReloadRun {
     pub workload: String,
     pub nodes: usize,
     pub per_node: Vec<reload::NodeReload>,
+    /// When the rolling restart began, ms after the load started.
+    pub reload_at_ms: u64,
     pub total_ms: u64,
     pub load: LoadResult,
     pub loadavg_before: String,
@@ -233,9 +243,11 @@ pub fn rolling_reload(
         let avg = loadavg();
         let secs = setup.duration_s.max(6.0);
         let run = load::start(&url, setup.connections, secs)?;
+        let load_t0 = Instant::now();
         let command = run.command.clone();
         interrupt::sleep(Duration::from_secs(1))?;
         let t0 = Instant::now();
+        let reload_at_ms = t0.duration_since(load_t0).as_millis() as u64;
         let per_node = reload::rolling(st, reload::Mode::Restart, |_| {})?;
         let total_ms = t0.elapsed().as_millis() as u64;
         let res = run.finish()?;
@@ -244,6 +256,7 @@ pub fn rolling_reload(
             workload: workload.name.to_string(),
             nodes,
             per_node,
+            reload_at_ms,
             total_ms,
             load: res,
             loadavg_before: avg,

@@ -4,6 +4,10 @@
 //! output kept, flags set), and running a paper from start to report even when it is
 //! interrupted or a peer fails.
 
+pub mod cluster;
+pub mod cluster_bench;
+pub mod cluster_claims;
+pub mod cluster_figures;
 pub mod common;
 pub mod p000;
 pub mod p000_claims;
@@ -331,6 +335,7 @@ impl Lab {
             "002" => p002::run(self, &mut rep),
             "003" => p003::run(self, &mut rep),
             "004" => p004::run(self, &mut rep),
+            "cluster" => cluster::run(self, &mut rep),
             _ => Err(Stop::Failed(format!("no paper {id}"))),
         };
         self.progress.finish();
@@ -348,6 +353,7 @@ impl Lab {
             "001" => p001::conclude(self, &mut rep),
             "002" => p002::conclude(self, &mut rep),
             "003" => p003::conclude(self, &mut rep),
+            "cluster" => cluster::conclude(self, &mut rep),
             _ => p004::conclude(self, &mut rep),
         }
         common::finalize(self, &mut rep);
@@ -381,22 +387,31 @@ fn merge_server_series(series: &mut Vec<SeriesRow>, o: &Observed) {
 }
 
 #[cfg(test)]
-mod tests {
+pub mod tests {
     use super::*;
 
-    #[test]
-    fn server_filter() {
-        let mut lab = Lab {
-            quick: true,
+    /// A lab that runs nothing (for the papers' conclude tests).
+    pub fn lab_for_tests() -> Lab {
+        Lab {
+            quick: false,
             extended: false,
             seed: 1,
-            servers: Some(vec!["nginx".into(), "gs-*".into()]),
+            servers: None,
             out: PathBuf::new(),
             work: PathBuf::new(),
             exe: String::new(),
             machine: Machine::default(),
             progress: Progress::new("-", 1, 1.0),
             run_counter: 0,
+        }
+    }
+
+    #[test]
+    fn server_filter() {
+        let mut lab = Lab {
+            quick: true,
+            servers: Some(vec!["nginx".into(), "gs-*".into()]),
+            ..lab_for_tests()
         };
         assert!(lab.wants("nginx") && lab.wants("gs-event") && lab.wants("gs-fork"));
         assert!(!lab.wants("nginx-wc20000") && !lab.wants("apache2-prefork"));
