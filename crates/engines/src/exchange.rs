@@ -28,7 +28,7 @@ pub fn run(
     shared: &Shared,
     w: &mut ThreadCtx,
 ) {
-    let Some(req) = session.take_dynamic() else {
+    let Some(mut req) = session.take_dynamic() else {
         return;
     };
     let exchange_us = gearshift_core::metrics::now_us();
@@ -84,6 +84,19 @@ pub fn run(
         head.expect_continue,
         send_ms,
     );
+    if let Some(spool) = req.body.take() {
+        // Read whole before the exchange (request buffering).
+        match spool.reader() {
+            Ok(r) => body = body.buffered(r),
+            Err(e) => {
+                gearshift_core::warn_limited!("request buffering: temporary file: {e}");
+                out.error(500, &[], true);
+                session.close_after_write = true;
+                w.requests += 1;
+                return;
+            }
+        }
+    }
     let outcome = dispatch::respond(&svc, &head, peers, &mut body, &mut out);
     // Keep the connection in sync: the rest of an unread body is read and dropped, unless
     // the client still waits for 100 Continue (then it sends nothing and we close).

@@ -75,7 +75,16 @@ impl FastCgi {
         // spool it to a temporary file first, then send it with its length.
         let mut spooled = None;
         let mut sized;
-        let head = if head.framing == Framing::Chunked {
+        let head = if let (Framing::Chunked, Some(n)) = (head.framing, body.buffered_len()) {
+            // Read whole already (request buffering): its length is known.
+            sized = head.clone();
+            sized.framing = if n > 0 {
+                Framing::Length(n)
+            } else {
+                Framing::None
+            };
+            &sized
+        } else if head.framing == Framing::Chunked {
             match spool::spool(body) {
                 Ok((file, n)) => {
                     spooled = Some(file);

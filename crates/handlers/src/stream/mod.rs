@@ -8,6 +8,7 @@
 //! waiting for the socket, and nothing holds more than one piece of a body in memory.
 
 pub mod framing;
+pub mod spool;
 
 use self::framing::Framer;
 use gearshift_core::lifecycle::Lifecycle;
@@ -96,6 +97,9 @@ pub struct BodyIn<'a> {
     continue_due: bool,
     send_ms: u64,
     done: bool,
+    /// The body, read whole before the exchange (request buffering); then the client
+    /// socket is not read at all.
+    spooled: Option<spool::SpoolReader>,
     /// Decoded body bytes delivered so far.
     pub received: u64,
 }
@@ -120,8 +124,23 @@ impl<'a> BodyIn<'a> {
             continue_due: expect_continue && !done,
             send_ms,
             done,
+            spooled: None,
             received: 0,
         }
+    }
+
+    /// Deliver `body`, read whole before the exchange, instead of reading the client (its
+    /// `100 Continue`, if asked for, was answered while it was read).
+    pub fn buffered(mut self, body: spool::SpoolReader) -> BodyIn<'a> {
+        self.done = false;
+        self.continue_due = false;
+        self.spooled = Some(body);
+        self
+    }
+
+    /// The body's length when it was read whole before the exchange.
+    pub fn buffered_len(&self) -> Option<u64> {
+        self.spooled.as_ref().map(|s| s.len)
     }
 
     /// The whole body has been read (or there is none).
@@ -143,6 +162,9 @@ impl<'a> BodyIn<'a> {
     pub fn next_piece(&mut self) -> Result<Option<&[u8]>, BodyFail> {
         if self.done {
             return Ok(None);
+        }
+        if self.spooled.is_some() {
+            return self.next_spooled();
         }
         self.send_continue()?;
         loop {
@@ -171,6 +193,27 @@ impl<'a> BodyIn<'a> {
                 return Ok(Some(&self.input[range]));
             }
             self.fill()?;
+        }
+    }
+
+    /// The next piece of a body read whole before the exchange.
+    fn next_spooled(&mut self) -> Result<Option<&[u8]>, BodyFail> {
+        let Some(s) = &mut self.spooled else {
+            return Ok(None);
+        };
+        match s.next_piece() {
+            Ok(Some(p)) => {
+                self.received += p.len() as u64;
+                Ok(Some(p))
+            }
+            Ok(None) => {
+                self.done = true;
+                Ok(None)
+            }
+            Err(e) => {
+                gearshift_core::warn_limited!("request buffering: temporary file: {e}");
+                Err(BodyFail::Status(500))
+            }
         }
     }
 
