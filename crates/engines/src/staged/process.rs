@@ -102,7 +102,8 @@ fn exchange(c: &mut Conn, shared: &Shared, w: &mut ThreadCtx) {
     {
         c.session.written(w.now_ms);
         let mut input = std::mem::take(&mut c.session.inbuf);
-        crate::exchange::run(fd, &mut c.session, &mut input, shared, w);
+        // Output held for a slow client goes to the send stage like any answer.
+        c.out = crate::exchange::run(fd, &mut c.session, &mut input, shared, w);
         c.session.inbuf = input;
     } else {
         c.out.clear();

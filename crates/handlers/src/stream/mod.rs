@@ -276,6 +276,9 @@ pub struct Out<'a> {
     send_ms: u64,
     batch: Batch,
     frame: Framer,
+    /// Response buffering: output the client has not taken yet, held (memory, then a
+    /// temporary file) so the handler can go on reading its backend.
+    held: Option<Box<(spool::Held, Batch)>>,
     /// A write failed or the body broke its framing: the connection must close.
     pub broken: bool,
 }
@@ -297,8 +300,21 @@ impl<'a> Out<'a> {
             send_ms,
             batch: Batch::default(),
             frame: Framer::new(version, head_only, keep_alive),
+            held: None,
             broken: false,
         }
+    }
+
+    /// Hold what the client does not take at once, within `b`'s bounds, rather than wait
+    /// for it (response buffering); `take_held` gives it to the engine at the end.
+    pub fn buffer_response(&mut self, b: &spool::Buffering) {
+        self.held = Some(Box::new((spool::Held::new(b), Batch::default())));
+    }
+
+    /// Output held for the client (response buffering), to be written after the exchange
+    /// (its backend released). Empty when the client took everything.
+    pub fn take_held(&mut self) -> Batch {
+        self.held.take().map(|h| h.1).unwrap_or_default()
     }
 
     /// The client socket.
@@ -382,6 +398,9 @@ impl<'a> Out<'a> {
 
     /// Write what is queued. False (and `broken`) if the client stopped taking data.
     pub fn flush(&mut self) -> bool {
+        if !self.broken && self.held.is_some() {
+            self.hold();
+        }
         if !self.broken && !write_all(self.fd, &mut self.batch, self.send_ms, self.life) {
             self.broken = true;
         }
@@ -389,6 +408,40 @@ impl<'a> Out<'a> {
             self.batch.clear();
         }
         !self.broken
+    }
+
+    /// Response buffering: write what the socket takes now, without waiting, and hold the
+    /// rest (after what is held already). Past the bounds, buffering ends: what is held
+    /// becomes the batch again and `flush` waits for the client as without buffering.
+    fn hold(&mut self) {
+        let fd = self.fd;
+        let Some(h) = &mut self.held else { return };
+        let (bounds, held) = &mut **h;
+        // What is held goes first; new output only once all of it is out.
+        let mut failed = false;
+        for b in [&mut *held, &mut self.batch] {
+            if b.is_empty() {
+                continue;
+            }
+            failed = b.write(fd).is_err();
+            if failed || !b.is_empty() {
+                break;
+            }
+        }
+        if failed {
+            self.broken = true;
+            held.clear();
+            self.batch.clear();
+            return;
+        }
+        if self.batch.is_empty() {
+            return;
+        }
+        self.batch.move_into(held);
+        if !bounds.bound(held) {
+            let h = self.held.take().expect("held");
+            self.batch = h.1;
+        }
     }
 }
 

@@ -48,12 +48,21 @@ pub(in crate::event) fn run_dynamic(d: Dynamic, w: &mut ThreadCtx) {
         let fd = c.fd.as_fd();
         let session = &mut c.session;
         let ran = crate::guard::catch(shared, || {
-            crate::exchange::run(fd, session, &mut input, shared, w);
+            crate::exchange::run(fd, session, &mut input, shared, w)
         });
-        if ran.is_none() {
-            // A panic in the exchange: this connection ends, the pool thread goes on.
-            c.session.close_after_write = true;
-            input.clear();
+        match ran {
+            // Output held for a slow client: the loop writes it (the backend and this
+            // thread are released).
+            Some(held) if !held.is_empty() => {
+                c.pending = held;
+                c.deadline_ms = shared.now_ms() + c.session.send_timeout_ms;
+            }
+            Some(_) => {}
+            None => {
+                // A panic in the exchange: this connection ends, the pool thread goes on.
+                c.session.close_after_write = true;
+                input.clear();
+            }
         }
         c.session.inbuf = input;
     } else {
