@@ -389,9 +389,14 @@ impl Session {
 
     /// Refuse the reported dynamic request with `status` (e.g. 503 when no thread can take
     /// it) and close.
+    /// A 503 says when to try again (`Retry-After`, RFC 9110 10.2.3).
     pub fn refuse_dynamic(&mut self, status: u16, w: &mut ThreadCtx, out: &mut Batch) {
         self.dynamic = None;
-        self.fail(status, w, out);
+        let retry = gearshift_core::defaults::dynamic::RETRY_AFTER_S.to_string();
+        match status {
+            503 => self.fail_with(status, &[("Retry-After", retry.as_bytes())], w, out),
+            _ => self.fail(status, w, out),
+        }
     }
 
     /// Whether the connection may stay open after answering `req`.
@@ -462,8 +467,19 @@ impl Session {
 
     /// Answer a protocol error with `status` and close.
     fn fail(&mut self, status: u16, w: &mut ThreadCtx, out: &mut Batch) {
+        self.fail_with(status, &[], w, out);
+    }
+
+    /// `fail` with `extra` header fields.
+    fn fail_with(
+        &mut self,
+        status: u16,
+        extra: &[(&str, &[u8])],
+        w: &mut ThreadCtx,
+        out: &mut Batch,
+    ) {
         let ctx = closing_ctx(w);
-        let outcome = respond::error(out, &ctx, status, &[]);
+        let outcome = respond::error(out, &ctx, status, extra);
         self.count(w, self.head_us, outcome.status, outcome.body_bytes, 0);
         w.requests += 1;
         if let Some(log) = &mut w.log {

@@ -69,6 +69,12 @@ pub(in crate::event) fn run_dynamic(d: Dynamic, w: &mut ThreadCtx) {
         c.session.close_after_write = true;
     }
     c.read_stalled = true;
+    go_home(conn, &home, &registry, id);
+}
+
+/// Give a connection back from the dynamic pool to its loop (or, if that loop retired
+/// meanwhile, to a survivor).
+fn go_home(conn: Connection, home: &Arc<Mailbox>, registry: &Registry, id: usize) {
     let dest = match home.retire.load(Ordering::SeqCst) {
         true => registry.heir(id).unwrap_or_else(|| home.clone()),
         false => home.clone(),
@@ -79,6 +85,28 @@ pub(in crate::event) fn run_dynamic(d: Dynamic, w: &mut ThreadCtx) {
         .push(conn);
     dest.wake();
     home.away.fetch_sub(1, Ordering::SeqCst);
+}
+
+/// A dynamic request that waited in the pool's queue past `[dynamic] queue_timeout_ms`:
+/// answered 503 with `Retry-After` (after any output queued before it) by its loop, which
+/// then closes the connection. Runs wherever the deadline is noticed, without blocking.
+pub(in crate::event) fn refuse_late(d: Dynamic, w: &mut ThreadCtx) {
+    let Dynamic {
+        mut conn,
+        home,
+        registry,
+        shared,
+        id,
+    } = d;
+    shared.counters.guard().queue_timeout();
+    gearshift_core::warn_limited!("dynamic pool: waited past queue_timeout_ms: 503");
+    w.now_ms = shared.now_ms();
+    let mut b = gearshift_core::output::Batch::default();
+    conn.session.refuse_dynamic(503, w, &mut b);
+    b.move_into(&mut conn.pending);
+    conn.deadline_ms = w.now_ms + conn.session.send_timeout_ms;
+    conn.read_stalled = true;
+    go_home(conn, &home, &registry, id);
 }
 
 impl EventLoop {
