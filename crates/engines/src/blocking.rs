@@ -271,8 +271,13 @@ impl Runner {
                 session.written(self.w.now_ms);
                 if stop == Stop::Dynamic {
                     // Blocking is what this thread does anyway: run the exchange inline.
-                    let held =
-                        crate::exchange::run(fd.as_fd(), &mut session, &mut kept, shared, &mut self.w);
+                    let held = crate::exchange::run(
+                        fd.as_fd(),
+                        &mut session,
+                        &mut kept,
+                        shared,
+                        &mut self.w,
+                    );
                     if !held.is_empty() {
                         self.batch = held;
                         if !self.write_all(&fd, session.send_timeout_ms, shared) {

@@ -233,7 +233,10 @@ impl EngineConfig {
         positive("staged.process_threads", st.process_threads as u64)?;
         positive("staged.send_threads", st.send_threads as u64)?;
         positive("staged.queue", st.queue as u64)?;
-        positive("staged.process_queue_timeout_ms", st.process_queue_timeout_ms)?;
+        positive(
+            "staged.process_queue_timeout_ms",
+            st.process_queue_timeout_ms,
+        )?;
         let stage_threads =
             st.accept_threads + st.receive_threads + st.process_threads + st.send_threads;
         if stage_threads > st.max_threads {

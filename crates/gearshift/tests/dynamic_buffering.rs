@@ -46,9 +46,7 @@ fn cgi_server(extra: &str) -> Server {
 /// A POST head with a `len`-byte body of which `first` bytes are sent now.
 fn partial_post(s: &Server, path: &str, len: usize, first: usize) -> Conn {
     let mut c = s.conn();
-    c.send(
-        format!("POST {path} HTTP/1.1\r\nHost: t\r\nContent-Length: {len}\r\n\r\n").as_bytes(),
-    );
+    c.send(format!("POST {path} HTTP/1.1\r\nHost: t\r\nContent-Length: {len}\r\n\r\n").as_bytes());
     c.send(&vec![b'a'; first]);
     c
 }
@@ -60,7 +58,10 @@ fn a_cgi_script_starts_only_once_its_body_has_arrived() {
     // 100 kB: more than the in-memory buffer, so the body goes through a temporary file.
     let mut c = partial_post(&s, "/cgi-bin/echo.sh", 100_000, 60_000);
     std::thread::sleep(Duration::from_millis(700));
-    assert!(!marker.exists(), "the script started before its body arrived");
+    assert!(
+        !marker.exists(),
+        "the script started before its body arrived"
+    );
     c.send(&vec![b'a'; 40_000]);
     let r = c.response();
     assert_eq!(r.status, 200, "{}", show(&r.raw_head));
@@ -78,7 +79,10 @@ fn request_buffering_off_streams_the_body_as_before() {
     let marker = s.root().join("cgi-bin/started");
     let mut c = partial_post(&s, "/cgi-bin/echo.sh", 1000, 10);
     let started = poll(Duration::from_secs(5), || marker.exists().then_some(()));
-    assert!(started.is_some(), "unbuffered: the script starts on the head");
+    assert!(
+        started.is_some(),
+        "unbuffered: the script starts on the head"
+    );
     c.send(&vec![b'a'; 990]);
     assert_eq!(c.response().body.len(), 1000);
 }
@@ -90,7 +94,9 @@ fn a_body_over_the_limit_is_refused_before_the_script_runs() {
     let mut c = s.conn();
     c.send(b"POST /cgi-bin/echo.sh HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n");
     for _ in 0..6 {
-        if c.try_send(format!("{:x}\r\n{}\r\n", 10_000, "b".repeat(10_000)).as_bytes()).is_err() {
+        if c.try_send(format!("{:x}\r\n{}\r\n", 10_000, "b".repeat(10_000)).as_bytes())
+            .is_err()
+        {
             break;
         }
     }
@@ -148,7 +154,10 @@ fn read_len(stream: &mut TcpStream) -> usize {
     }
     let mut n = 0;
     loop {
-        let line = body.windows(2).position(|w| w == b"\r\n").expect("chunk size");
+        let line = body
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .expect("chunk size");
         let size = usize::from_str_radix(std::str::from_utf8(&body[..line]).unwrap(), 16).unwrap();
         if size == 0 {
             return n;
@@ -198,8 +207,7 @@ fn big_upstream() -> (std::net::SocketAddr, Arc<AtomicUsize>, Arc<AtomicBool>) {
                     }
                 }
                 let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {BIG}\r\n\r\n");
-                if s.write_all(head.as_bytes()).is_ok() && s.write_all(&vec![b'z'; BIG]).is_ok()
-                {
+                if s.write_all(head.as_bytes()).is_ok() && s.write_all(&vec![b'z'; BIG]).is_ok() {
                     w.fetch_add(1, Ordering::SeqCst);
                 }
             });
@@ -223,7 +231,8 @@ fn a_slow_reader_releases_the_upstream() {
     let (addr, written, _stop) = big_upstream();
     let s = proxy_server(addr, "");
     let mut c = TcpStream::connect(s.addr).unwrap();
-    c.write_all(b"GET /app/big HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").unwrap();
+    c.write_all(b"GET /app/big HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .unwrap();
     let released = poll(Duration::from_secs(10), || {
         (written.load(Ordering::SeqCst) == 1).then_some(())
     });
@@ -235,7 +244,11 @@ fn a_slow_reader_releases_the_upstream() {
 fn the_upstream_sees_no_connection_until_the_body_has_arrived() {
     let u = Upstream::start(|seen| {
         let body = format!("{}", seen.body_len);
-        format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}", body.len()).into_bytes()
+        format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .into_bytes()
     });
     let s = proxy_server(u.addr, "");
     let mut c = partial_post(&s, "/app/upload", 100_000, 50_000);

@@ -380,7 +380,11 @@ fn a_script_that_does_not_exist_is_404_without_asking_the_backend() {
     let (_fpm, s) = setup(&bin, false, "");
     s.root()
         .write("uploads/a.jpg", "<?php echo 'uploaded code ran';");
-    for path in ["/uploads/a.jpg/x.php", "/missing.php", "/uploads/a.jpg/x.php/more"] {
+    for path in [
+        "/uploads/a.jpg/x.php",
+        "/missing.php",
+        "/uploads/a.jpg/x.php/more",
+    ] {
         let r = s.get(path);
         assert_eq!(r.status, 404, "{path}: {}", show(&r.raw_head));
         assert!(!r.text().contains("uploaded code ran"), "{path}");

@@ -30,7 +30,9 @@ fn one_process() -> bool {
 /// that a script exists before it asks the backend).
 fn py_docroot() -> TempDir {
     let root = standard_docroot();
-    for name in ["id", "slow", "fast", "echo", "big", "hold", "cantmpx", "cut", "ok"] {
+    for name in [
+        "id", "slow", "fast", "echo", "big", "hold", "cantmpx", "cut", "ok",
+    ] {
         root.write(&format!("{name}.x"), "answered by the Python backend\n");
     }
     root

@@ -22,7 +22,10 @@ fn a_request_that_waited_past_the_queue_deadline_gets_503_with_retry_after() {
         return;
     }
     let root = standard_docroot();
-    for (path, src) in [("cgi-bin/sleep.sh", SLEEP_SH), ("cgi-bin/hello.sh", HELLO_SH)] {
+    for (path, src) in [
+        ("cgi-bin/sleep.sh", SLEEP_SH),
+        ("cgi-bin/hello.sh", HELLO_SH),
+    ] {
         let p = root.write(path, src);
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
     }

@@ -109,7 +109,9 @@ impl Session {
                 Event::Head(head) if svc.is_dynamic(&head) => {
                     // Answer what was framed before it, then run the exchange (once its
                     // body has arrived, with request buffering).
-                    let body = svc.request_buffer(&head).map(|m| Box::new(BodySpool::new(m)));
+                    let body = svc
+                        .request_buffer(&head)
+                        .map(|m| Box::new(BodySpool::new(m)));
                     let buffering = body.is_some();
                     self.dynamic = Some(Box::new(DynamicRequest {
                         head: input[pos - n..pos].to_vec(),

@@ -129,10 +129,7 @@ impl Proxy {
             head_buf: Vec::new(),
             body: None,
             enc: Framer::new(head.version, head.method == Method::Head, keep_alive),
-            buffer: self
-                .buffering
-                .response
-                .then(|| Held::new(&self.buffering)),
+            buffer: self.buffering.response.then(|| Held::new(&self.buffering)),
         })
     }
 }

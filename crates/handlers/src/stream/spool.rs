@@ -331,7 +331,10 @@ mod tests {
         held.push(Piece::Mem(Bytes::from(vec![b'b'; 800])));
         assert!(h.bound(&mut held));
         assert_eq!(h.file_bytes(), 1600);
-        assert!(matches!(held.pieces.as_slices().0, [Piece::File { len: 1600, .. }]));
+        assert!(matches!(
+            held.pieces.as_slices().0,
+            [Piece::File { len: 1600, .. }]
+        ));
         for _ in 0..3 {
             held.push(Piece::Mem(Bytes::from(vec![b'c'; 800])));
             h.bound(&mut held);
@@ -354,8 +357,13 @@ mod tests {
                 Piece::Scratch { .. } => unreachable!(),
             }
         }
-        let want: Vec<u8> = [vec![b'a'; 800], vec![b'b'; 800], vec![b'c'; 2400], vec![b'd'; 1200]]
-            .concat();
+        let want: Vec<u8> = [
+            vec![b'a'; 800],
+            vec![b'b'; 800],
+            vec![b'c'; 2400],
+            vec![b'd'; 1200],
+        ]
+        .concat();
         assert_eq!(all, want);
     }
 }
