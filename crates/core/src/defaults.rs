@@ -132,6 +132,9 @@ pub mod staged {
     pub const MAX_THREADS: usize = 16;
     /// Bound of each inter-stage queue.
     pub const QUEUE: usize = 1024;
+    /// Longest a connection with a dynamic request may wait for a process thread before it
+    /// is answered 503 (`Retry-After`); as the event engine's `dynamic::QUEUE_TIMEOUT_MS`.
+    pub const PROCESS_QUEUE_TIMEOUT_MS: u64 = super::dynamic::QUEUE_TIMEOUT_MS;
 }
 
 /// Dynamic hand-off of the event engine: the thread pool that runs blocking exchanges (CGI,
@@ -140,6 +143,32 @@ pub mod staged {
 pub mod dynamic {
     pub const THREADS: usize = 32;
     pub const QUEUE: usize = 65536;
+    /// Longest a dynamic exchange may wait in the queue before it is answered 503 with
+    /// `Retry-After` instead of run (issue 17: a queue without a deadline turns a backlog
+    /// into minutes of latency). nginx's thread pool has no such bound; HAProxy's
+    /// `timeout queue` defaults to its `timeout connect` (5 s in its shipped configuration),
+    /// which we take.
+    pub const QUEUE_TIMEOUT_MS: u64 = 5_000;
+    /// `Retry-After` (seconds) sent with a 503 for a full or timed-out queue (RFC 9110
+    /// 10.2.3); ours: one second, as a backlog clears in about that.
+    pub const RETRY_AFTER_S: u64 = 1;
+}
+
+/// Buffering between slow clients and dynamic backends (CGI, FastCGI, proxy), nginx's
+/// ngx_http_proxy_module / ngx_http_fastcgi_module defaults on x86-64.
+pub mod buffering {
+    /// `proxy_request_buffering on` / `fastcgi_request_buffering on`: the body is read
+    /// whole before the backend is involved.
+    pub const REQUEST: bool = true;
+    /// `proxy_buffering on` / `fastcgi_buffering on`.
+    pub const RESPONSE: bool = true;
+    /// `client_body_buffer_size 16k` (two pages): a larger body goes to a temporary file.
+    pub const REQUEST_BUFFER_BYTES: u64 = 16 * 1024;
+    /// `proxy_buffers 8 8k`: 64 KiB of a response in memory before a temporary file.
+    pub const RESPONSE_BUFFER_BYTES: u64 = 64 * 1024;
+    /// `proxy_max_temp_file_size 1024m`: past it the response is passed on as the client
+    /// reads (the backend waits for it again).
+    pub const MAX_TEMP_FILE_BYTES: u64 = 1024 * 1024 * 1024;
 }
 
 /// CGI (RFC 3875).

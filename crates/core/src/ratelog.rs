@@ -18,6 +18,12 @@ pub fn set_guard(guard: &'static Guard) {
     let _ = GUARD.set(guard);
 }
 
+/// The server's guard counters, once `set_guard` was called (handlers count what they
+/// defend against here: they see no engine).
+pub fn guard() -> Option<&'static Guard> {
+    GUARD.get().copied()
+}
+
 /// The rate limit of one kind of message.
 pub struct Limiter {
     /// The second (monotonic) the counts are for.

@@ -271,7 +271,21 @@ impl Runner {
                 session.written(self.w.now_ms);
                 if stop == Stop::Dynamic {
                     // Blocking is what this thread does anyway: run the exchange inline.
-                    crate::exchange::run(fd.as_fd(), &mut session, &mut kept, shared, &mut self.w);
+                    let held = crate::exchange::run(
+                        fd.as_fd(),
+                        &mut session,
+                        &mut kept,
+                        shared,
+                        &mut self.w,
+                    );
+                    if !held.is_empty() {
+                        self.batch = held;
+                        if !self.write_all(&fd, session.send_timeout_ms, shared) {
+                            shared.counters.guard().slow(Slow::Send);
+                            self.batch.clear();
+                            return None;
+                        }
+                    }
                     if session.close_after_write {
                         stop = Stop::Close;
                         break;

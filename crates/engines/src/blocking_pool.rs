@@ -10,13 +10,14 @@ use crate::shared::Shared;
 use gearshift_core::lifecycle::unix_now;
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// What a pool thread does with each item, with that thread's context (clock, log buffer).
 pub type Handler<T> = Box<dyn Fn(T, &mut ThreadCtx) + Send + Sync>;
 
 struct State<T> {
-    queue: VecDeque<T>,
+    /// Jobs with when they were queued, oldest first.
+    queue: VecDeque<(T, Instant)>,
     alive: usize,
     idle: usize,
     stop: bool,
@@ -25,6 +26,8 @@ struct State<T> {
 pub struct BlockingPool<T> {
     state: Mutex<State<T>>,
     handler: Handler<T>,
+    /// How long a job may wait, and what is done with one that waited longer.
+    deadline: Option<(Duration, Handler<T>)>,
     ready: Condvar,
     threads: usize,
     queue: usize,
@@ -37,6 +40,7 @@ impl<T: Send + 'static> BlockingPool<T> {
         queue: usize,
         shared: Arc<Shared>,
         handler: Handler<T>,
+        deadline: Option<(Duration, Handler<T>)>,
     ) -> Arc<BlockingPool<T>> {
         Arc::new(BlockingPool {
             state: Mutex::new(State {
@@ -47,6 +51,7 @@ impl<T: Send + 'static> BlockingPool<T> {
             }),
             ready: Condvar::new(),
             handler,
+            deadline,
             threads: threads.max(1),
             queue: queue.max(1),
             shared,
@@ -64,7 +69,7 @@ impl<T: Send + 'static> BlockingPool<T> {
         if st.stop || st.queue.len() >= self.queue {
             return Err(job);
         }
-        st.queue.push_back(job);
+        st.queue.push_back((job, Instant::now()));
         if st.idle < st.queue.len() && st.alive < self.threads {
             let me = self.clone();
             if std::thread::Builder::new()
@@ -77,11 +82,32 @@ impl<T: Send + 'static> BlockingPool<T> {
         }
         if st.alive == 0 {
             // No thread could start: refuse rather than strand the job.
-            return Err(st.queue.pop_back().expect("just pushed"));
+            return Err(st.queue.pop_back().expect("just pushed").0);
         }
         drop(st);
         self.ready.notify_one();
         Ok(())
+    }
+
+    /// Give every job that waited past the deadline to the `expired` handler (on this
+    /// thread, with its context). Returns how many there were.
+    pub fn expire(&self, w: &mut ThreadCtx) -> usize {
+        let Some((limit, expired)) = &self.deadline else {
+            return 0;
+        };
+        let late: Vec<T> = {
+            let mut st = self.lock();
+            let mut late = Vec::new();
+            while st.queue.front().is_some_and(|(_, t)| t.elapsed() > *limit) {
+                late.extend(st.queue.pop_front().map(|(j, _)| j));
+            }
+            late
+        };
+        let n = late.len();
+        for job in late {
+            let _ = crate::guard::catch(&self.shared, || expired(job, w));
+        }
+        n
     }
 
     /// Let the threads finish the queued items and exit; wait for that at most `limit`
@@ -99,10 +125,11 @@ impl<T: Send + 'static> BlockingPool<T> {
     fn run(&self) {
         let mut w = ThreadCtx::new(self.shared.now_ms(), unix_now()).counting(&self.shared);
         loop {
+            self.expire(&mut w);
             let job = {
                 let mut st = self.lock();
                 loop {
-                    if let Some(j) = st.queue.pop_front() {
+                    if let Some((j, _)) = st.queue.pop_front() {
                         break Some(j);
                     }
                     if st.stop {
@@ -152,6 +179,7 @@ mod tests {
                 let _x = g.lock();
                 d.fetch_add(n as usize, Ordering::SeqCst);
             }),
+            None,
         );
         let held = gate.lock().unwrap();
         assert!(pool.submit(1).is_ok());
@@ -170,5 +198,41 @@ mod tests {
         assert_eq!(done.load(Ordering::SeqCst), 11);
         pool.stop(Duration::from_secs(5));
         assert_eq!(pool.lock().alive, 0, "threads exit on stop");
+    }
+
+    #[test]
+    fn a_job_that_waited_past_the_deadline_goes_to_the_expired_handler() {
+        let gate = Arc::new(Mutex::new(()));
+        let (ran, late) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (g, r, l) = (gate.clone(), ran.clone(), late.clone());
+        let pool: Arc<BlockingPool<u32>> = BlockingPool::new(
+            1,
+            10,
+            shared(),
+            Box::new(move |_, _| {
+                let _x = g.lock();
+                r.fetch_add(1, Ordering::SeqCst);
+            }),
+            Some((
+                Duration::from_millis(50),
+                Box::new(move |_, _| {
+                    l.fetch_add(1, Ordering::SeqCst);
+                }),
+            )),
+        );
+        let held = gate.lock().unwrap();
+        assert!(pool.submit(1).is_ok());
+        while !pool.lock().queue.is_empty() {
+            std::thread::yield_now();
+        }
+        assert!(pool.submit(2).is_ok());
+        let mut w = ThreadCtx::new(0, unix_now());
+        assert_eq!(pool.expire(&mut w), 0, "not late yet");
+        std::thread::sleep(Duration::from_millis(80));
+        assert_eq!(pool.expire(&mut w), 1, "late while the thread is busy");
+        assert_eq!(late.load(Ordering::SeqCst), 1);
+        drop(held);
+        pool.stop(Duration::from_secs(5));
+        assert_eq!(ran.load(Ordering::SeqCst), 1, "the late job never ran");
     }
 }

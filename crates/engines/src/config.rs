@@ -49,6 +49,8 @@ pub struct StagedConfig {
     pub max_threads: usize,
     /// Bound of each inter-stage queue.
     pub queue: usize,
+    /// Longest a connection waits in the process stage's queue; then 503 (`Retry-After`).
+    pub process_queue_timeout_ms: u64,
 }
 
 impl Default for ForkConfig {
@@ -99,6 +101,7 @@ impl Default for StagedConfig {
             send_threads: d::SEND_THREADS,
             max_threads: d::MAX_THREADS,
             queue: d::QUEUE,
+            process_queue_timeout_ms: d::PROCESS_QUEUE_TIMEOUT_MS,
         }
     }
 }
@@ -144,6 +147,8 @@ pub struct DynamicConfig {
     pub threads: usize,
     /// Exchanges waiting for a thread; beyond it the request gets 503.
     pub queue: usize,
+    /// Longest an exchange waits for a thread; then 503 (`Retry-After`).
+    pub queue_timeout_ms: u64,
 }
 
 impl Default for DynamicConfig {
@@ -151,6 +156,7 @@ impl Default for DynamicConfig {
         DynamicConfig {
             threads: defaults::dynamic::THREADS,
             queue: defaults::dynamic::QUEUE,
+            queue_timeout_ms: defaults::dynamic::QUEUE_TIMEOUT_MS,
         }
     }
 }
@@ -159,7 +165,8 @@ impl DynamicConfig {
     /// Check the `[dynamic]` section; the error is one line naming the option.
     pub fn validate(&self) -> Result<(), String> {
         positive("dynamic.threads", self.threads as u64)?;
-        positive("dynamic.queue", self.queue as u64)
+        positive("dynamic.queue", self.queue as u64)?;
+        positive("dynamic.queue_timeout_ms", self.queue_timeout_ms)
     }
 }
 
@@ -226,6 +233,10 @@ impl EngineConfig {
         positive("staged.process_threads", st.process_threads as u64)?;
         positive("staged.send_threads", st.send_threads as u64)?;
         positive("staged.queue", st.queue as u64)?;
+        positive(
+            "staged.process_queue_timeout_ms",
+            st.process_queue_timeout_ms,
+        )?;
         let stage_threads =
             st.accept_threads + st.receive_threads + st.process_threads + st.send_threads;
         if stage_threads > st.max_threads {

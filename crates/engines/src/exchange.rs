@@ -5,10 +5,14 @@
 //! to the handler (`stream::BodyIn`) and the handler's response back (`stream::Out`) with
 //! blocking I/O bounded by timeouts (`gearshift_handlers::dispatch`), then leaves the
 //! connection in sync for keep-alive and counts and logs the exchange in the session.
+//! A body the session read whole first (request buffering) is given to the handler from
+//! its spool; with response buffering, what the client does not take at once is held and
+//! handed back to the engine, so the backend is released when it is done.
 
 use crate::session::{Session, ThreadCtx};
 use crate::shared::Shared;
 use gearshift_core::lifecycle::unix_now;
+use gearshift_core::output::Batch;
 use gearshift_handlers::dispatch::{self, Peers};
 use gearshift_handlers::stream::{BodyIn, Out};
 use gearshift_http::parse::parse_head;
@@ -19,17 +23,20 @@ use std::net::SocketAddr;
 /// Run the dynamic request `session` reported with `Stop::Dynamic` on `fd` (non-blocking;
 /// waits are polls). `input` holds the bytes read after the head (body, maybe pipelined
 /// requests); on return it holds what follows this request. Afterwards
-/// `session.close_after_write` says whether the connection must close; the response is
-/// completely written either way.
+/// `session.close_after_write` says whether the connection must close. The response is
+/// written, except what response buffering held for a slow client: that is returned, for
+/// the engine to write after the exchange (its backend already released), before anything
+/// else on the connection.
+#[must_use]
 pub fn run(
     fd: BorrowedFd<'_>,
     session: &mut Session,
     input: &mut Vec<u8>,
     shared: &Shared,
     w: &mut ThreadCtx,
-) {
-    let Some(req) = session.take_dynamic() else {
-        return;
+) -> Batch {
+    let Some(mut req) = session.take_dynamic() else {
+        return Batch::default();
     };
     let exchange_us = gearshift_core::metrics::now_us();
     w.now_ms = shared.now_ms();
@@ -52,11 +59,12 @@ pub fn run(
         out.error(400, &[], true);
         session.close_after_write = true;
         w.requests += 1;
-        return;
+        return Batch::default();
     };
+    let route = svc.route(&head);
     // getsockname only for the handlers that pass the local address on (SERVER_* of CGI
     // and FastCGI).
-    let local = match svc.route(&head).needs_local_addr() {
+    let local = match route.needs_local_addr() {
         true => local_addr(fd),
         false => SocketAddr::from(([0, 0, 0, 0], 0)),
     };
@@ -84,6 +92,26 @@ pub fn run(
         head.expect_continue,
         send_ms,
     );
+    // Response buffering writes only what the socket takes at once: the blocking engines'
+    // sockets (blocking, with a send timeout) are made non-blocking for the exchange.
+    let mut restore = None;
+    if let Some(b) = svc.buffering(route).filter(|b| b.response) {
+        out.buffer_response(&b);
+        restore = nonblocking(fd);
+    }
+    if let Some(spool) = req.body.take() {
+        // Read whole before the exchange (request buffering).
+        match spool.reader() {
+            Ok(r) => body = body.buffered(r),
+            Err(e) => {
+                gearshift_core::warn_limited!("request buffering: temporary file: {e}");
+                out.error(500, &[], true);
+                session.close_after_write = true;
+                w.requests += 1;
+                return Batch::default();
+            }
+        }
+    }
     let outcome = dispatch::respond(&svc, &head, peers, &mut body, &mut out);
     // Keep the connection in sync: the rest of an unread body is read and dropped, unless
     // the client still waits for 100 Continue (then it sends nothing and we close).
@@ -91,12 +119,35 @@ pub fn run(
     if in_sync && !body.is_done() {
         in_sync = !body.awaiting_continue() && body.discard().is_ok();
     }
+    let held = out.take_held();
+    if let Some(flags) = restore {
+        let _ = rustix::fs::fcntl_setfl(fd, flags);
+    }
     let used = body.consumed();
     input.drain(..used);
     w.now_ms = shared.now_ms();
     w.date.update(unix_now());
     session.http.response_done(w.now_ms);
     session.finish_dynamic(Some(&head), &req, outcome, in_sync, exchange_us, w);
+    held
+}
+
+/// Write output an exchange held for a slow client (`run`'s result) with blocking waits,
+/// for engines whose thread holds the connection anyway; false (the connection must
+/// close) if the client took nothing for the send timeout or went away.
+pub fn write_held(fd: BorrowedFd<'_>, mut held: Batch, send_ms: u64, shared: &Shared) -> bool {
+    held.is_empty() || gearshift_handlers::stream::write_all(fd, &mut held, send_ms, &shared.life)
+}
+
+/// Make `fd` non-blocking if it is not; its flags before, when they changed.
+fn nonblocking(fd: BorrowedFd<'_>) -> Option<rustix::fs::OFlags> {
+    use rustix::fs::OFlags;
+    let flags = rustix::fs::fcntl_getfl(fd).ok()?;
+    if flags.contains(OFlags::NONBLOCK) {
+        return None;
+    }
+    rustix::fs::fcntl_setfl(fd, flags | OFlags::NONBLOCK).ok()?;
+    Some(flags)
 }
 
 fn local_addr(fd: BorrowedFd<'_>) -> SocketAddr {

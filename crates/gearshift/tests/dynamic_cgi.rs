@@ -423,3 +423,26 @@ fn shutdown_ends_running_scripts() {
         assert!(!alive, "script {pid} outlived the server");
     }
 }
+
+#[test]
+fn the_script_run_is_the_descriptor_that_was_checked() {
+    // Issue 17: the server opens the script beneath the root, checks it (a file, executable)
+    // and executes that descriptor (fexecve), not the path again, which a rename in between
+    // could point elsewhere. A shell script executed from a descriptor is read by its
+    // interpreter through /dev/fd/N, which it sees as $0.
+    let s = cgi_server(
+        &[(
+            "cgi-bin/zero.sh",
+            "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\n%s\\n' \"$0\"\n",
+        )],
+        "",
+    );
+    let r = s.get("/cgi-bin/zero.sh");
+    assert_eq!(r.status, 200, "{}", show(&r.raw_head));
+    assert!(
+        r.text().starts_with("/dev/fd/"),
+        "the script ran from its path again: $0 = {}",
+        r.text()
+    );
+    assert_no_scripts(s.pid(), "zero");
+}

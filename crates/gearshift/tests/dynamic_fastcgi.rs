@@ -315,6 +315,10 @@ fn malformed_answers_are_502_and_overload_503() {
     // The Python backend needs only python3 (always there), not php-fpm.
     let py = PyBackend::start();
     let root = standard_docroot();
+    // The server checks that a script exists before it asks the backend.
+    for name in ["ok", "garbage", "nohead", "overloaded", "slow", "cut", "id"] {
+        root.write(&format!("{name}.x"), "answered by the Python backend\n");
+    }
     let (cfg, path) = config_file(&format!(
         "listen = \"127.0.0.1:0\"\n[fastcgi]\nbackend = \"{}\"\nextensions = [\".x\"]\n",
         py.addr
@@ -363,4 +367,35 @@ fn chunked_upload_reaches_php_with_its_length() {
     c.send(b"POST /info.php HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n");
     let r = answer(&mut c, &s);
     assert!(lines(&r).contains(&"REQUEST_METHOD=POST".to_string()));
+}
+
+#[test]
+fn a_script_that_does_not_exist_is_404_without_asking_the_backend() {
+    // Issue 17: `/uploads/a.jpg/x.php` names no script; php-fpm's cgi.fix_pathinfo would
+    // walk back to uploads/a.jpg (an upload with PHP in it). The server checks that the
+    // script exists before sending anything (nginx: try_files $fastcgi_script_name =404).
+    let Some(bin) = fpm_or_skip("a_script_that_does_not_exist") else {
+        return;
+    };
+    let (_fpm, s) = setup(&bin, false, "");
+    s.root()
+        .write("uploads/a.jpg", "<?php echo 'uploaded code ran';");
+    for path in [
+        "/uploads/a.jpg/x.php",
+        "/missing.php",
+        "/uploads/a.jpg/x.php/more",
+    ] {
+        let r = s.get(path);
+        assert_eq!(r.status, 404, "{path}: {}", show(&r.raw_head));
+        assert!(!r.text().contains("uploaded code ran"), "{path}");
+        assert!(
+            r.header("x-powered-by").is_none() && !r.text().contains("File not found."),
+            "{path}: answered by php-fpm: {}",
+            r.text()
+        );
+    }
+    // A directory named like a script is not one either.
+    s.root().mkdir("dir.php");
+    assert_eq!(s.get("/dir.php").status, 404);
+    assert_eq!(s.get("/info.php").status, 200, "real scripts still run");
 }

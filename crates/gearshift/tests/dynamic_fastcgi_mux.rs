@@ -26,12 +26,24 @@ fn one_process() -> bool {
 }
 
 /// gearshift sending `.x` to `py`, with `extra` in `[fastcgi]`.
+/// The standard docroot with the scripts the Python backends answer (the server checks
+/// that a script exists before it asks the backend).
+fn py_docroot() -> TempDir {
+    let root = standard_docroot();
+    for name in [
+        "id", "slow", "fast", "echo", "big", "hold", "cantmpx", "cut", "ok",
+    ] {
+        root.write(&format!("{name}.x"), "answered by the Python backend\n");
+    }
+    root
+}
+
 fn mux_server(py: &PyMux, extra: &str) -> Server {
     let (cfg, path) = config_file(&format!(
         "listen = \"127.0.0.1:0\"\n[http]\nmax_body = 100000000\n[fastcgi]\nbackend = \"{}\"\nextensions = [\".x\"]\n{extra}",
         py.addr
     ));
-    let mut s = serve(standard_docroot(), &["--config", &path]);
+    let mut s = serve(py_docroot(), &["--config", &path]);
     s.keep.push(cfg);
     s
 }

@@ -22,8 +22,13 @@ fn proxy(upstream: std::net::SocketAddr) -> Server {
 }
 
 fn proxy_with(upstream: std::net::SocketAddr, extra: &[&str]) -> Server {
+    proxy_config(upstream, "", extra)
+}
+
+/// `section` goes into `[proxy]`.
+fn proxy_config(upstream: std::net::SocketAddr, section: &str, extra: &[&str]) -> Server {
     let (dir, cfg) = config_file(&format!(
-        "listen = \"127.0.0.1:0\"\nworkers = 1\n[[proxy.upstream]]\nname = \"app\"\nservers = [\"{upstream}\"]\n[[proxy.route]]\nprefix = \"/\"\nupstream = \"app\"\n"
+        "listen = \"127.0.0.1:0\"\nworkers = 1\n[proxy]\n{section}\n[[proxy.upstream]]\nname = \"app\"\nservers = [\"{upstream}\"]\n[[proxy.route]]\nprefix = \"/\"\nupstream = \"app\"\n"
     ));
     let root = TempDir::new("proxy-root");
     let mut args: Vec<String> = vec!["serve".into(), root.str(), "--config".into(), cfg];
@@ -91,7 +96,9 @@ fn a_slow_reader_holds_the_upstream_back_while_others_are_answered() {
             }
         }
     });
-    let p = proxy(addr);
+    // Response buffering holds what the client does not take in a temporary file up to
+    // max_temp_file_bytes (4 MiB here); past it the upstream waits for the client again.
+    let p = proxy_config(addr, "max_temp_file_bytes = 4194304", &[]);
     let mut slow = TcpStream::connect(p.addr).unwrap();
     slow.set_read_timeout(Some(Duration::from_secs(30)))
         .unwrap();

@@ -79,7 +79,7 @@ fn dispatch(
         Route::FastCgi => svc
             .fastcgi
             .as_ref()
-            .map(|f| f.serve(head, peers, body, out)),
+            .map(|f| f.serve(svc.files.root(), head, peers, body, out)),
         Route::Proxy => Some(Served::Done(match &svc.proxy {
             Some(p) => p.serve(head, peers, body, out),
             None => out.error(404, &[], false),

@@ -9,6 +9,7 @@ use crate::fastcgi::{FastCgi, FastCgiConfig};
 use crate::files::config::{CacheConfig, StaticConfig};
 use crate::files::StaticFiles;
 use crate::proxy::{Proxy, ProxyConfig};
+use crate::stream::spool::Buffering;
 use crate::work::WorkConfig;
 use gearshift_core::accesslog::{Destination, LogFormat, Sink};
 use gearshift_core::config::{HttpConfig, LogConfig};
@@ -63,6 +64,8 @@ pub struct Service {
     pub proxy: Option<Proxy>,
     /// The work endpoint's bounds; None when it is off.
     pub work: Option<WorkConfig>,
+    /// Request and response buffering of CGI, FastCGI and the proxy, in that order.
+    buffering: [Buffering; 3],
 }
 
 impl Service {
@@ -106,6 +109,11 @@ impl Service {
             fastcgi,
             proxy,
             work: config.work.enabled.then(|| config.work.clone()),
+            buffering: [
+                config.cgi.buffering(),
+                config.fastcgi.buffering(),
+                config.proxy.buffering(),
+            ],
             limits: config.http.limits(),
             timeouts: config.http.timeouts(),
             keepalive_requests: config.http.keepalive_requests,
@@ -180,6 +188,28 @@ impl Service {
             Some(f) if f.matches(req.path) => Route::FastCgi,
             _ => Route::Static,
         }
+    }
+
+    /// How the exchange of a request for `route` is buffered: None for the handlers that
+    /// talk to no backend (static files, the work endpoint).
+    pub fn buffering(&self, route: Route) -> Option<Buffering> {
+        match route {
+            Route::Cgi => Some(self.buffering[0]),
+            Route::FastCgi => Some(self.buffering[1]),
+            Route::Proxy => Some(self.buffering[2]),
+            Route::Static | Route::Work => None,
+        }
+    }
+
+    /// The memory bound of `req`'s body when it is to be read whole before its exchange
+    /// (it has a body and its handler buffers requests).
+    pub fn request_buffer(&self, req: &RequestHead) -> Option<u64> {
+        if req.framing == gearshift_http::Framing::None {
+            return None;
+        }
+        self.buffering(self.route(req))
+            .filter(|b| b.request)
+            .map(|b| b.request_buffer_bytes)
     }
 
     /// The request needs a dynamic exchange (engines then run it with `dispatch::respond`

@@ -159,6 +159,21 @@ impl Collector for Scrape {
                 "diagnostic lines held back by the rate limit",
                 g.log_suppressed,
             ),
+            (
+                "gearshift_queue_timeouts",
+                "requests answered 503 after waiting past their queue's deadline",
+                g.queue_timeouts,
+            ),
+            (
+                "gearshift_spooled_bodies",
+                "request bodies buffered in a temporary file before their backend",
+                g.spooled_bodies,
+            ),
+            (
+                "gearshift_spooled_responses",
+                "responses held in a temporary file for a slow reader",
+                g.spooled_responses,
+            ),
         ] {
             counter(&mut e, name, help, v)?;
         }

@@ -49,6 +49,9 @@ pub struct Guard {
     accept_pauses: AtomicU64,
     spawn_failures: AtomicU64,
     log_suppressed: AtomicU64,
+    queue_timeouts: AtomicU64,
+    spooled_bodies: AtomicU64,
+    spooled_responses: AtomicU64,
 }
 
 /// A copy of the guard counters.
@@ -59,6 +62,12 @@ pub struct GuardSnapshot {
     pub accept_pauses: u64,
     pub spawn_failures: u64,
     pub log_suppressed: u64,
+    /// Requests answered 503 after waiting longer than their queue's deadline.
+    pub queue_timeouts: u64,
+    /// Request bodies that went to a temporary file (request buffering).
+    pub spooled_bodies: u64,
+    /// Responses held in a temporary file for a slow reader (response buffering).
+    pub spooled_responses: u64,
 }
 
 impl Guard {
@@ -69,6 +78,9 @@ impl Guard {
             accept_pauses: AtomicU64::new(0),
             spawn_failures: AtomicU64::new(0),
             log_suppressed: AtomicU64::new(0),
+            queue_timeouts: AtomicU64::new(0),
+            spooled_bodies: AtomicU64::new(0),
+            spooled_responses: AtomicU64::new(0),
         }
     }
 
@@ -92,6 +104,20 @@ impl Guard {
         self.log_suppressed.fetch_add(n, Ordering::Relaxed);
     }
 
+    /// A request waited in a queue past its deadline and was answered 503.
+    pub fn queue_timeout(&self) {
+        self.queue_timeouts.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A request body (`response` false) or a response went to a temporary file.
+    pub fn spooled(&self, response: bool) {
+        match response {
+            true => &self.spooled_responses,
+            false => &self.spooled_bodies,
+        }
+        .fetch_add(1, Ordering::Relaxed);
+    }
+
     pub fn snapshot(&self) -> GuardSnapshot {
         GuardSnapshot {
             slow: std::array::from_fn(|i| self.slow[i].load(Ordering::Relaxed)),
@@ -99,6 +125,9 @@ impl Guard {
             accept_pauses: self.accept_pauses.load(Ordering::Relaxed),
             spawn_failures: self.spawn_failures.load(Ordering::Relaxed),
             log_suppressed: self.log_suppressed.load(Ordering::Relaxed),
+            queue_timeouts: self.queue_timeouts.load(Ordering::Relaxed),
+            spooled_bodies: self.spooled_bodies.load(Ordering::Relaxed),
+            spooled_responses: self.spooled_responses.load(Ordering::Relaxed),
         }
     }
 }
@@ -116,6 +145,9 @@ impl GuardSnapshot {
             "accept_pauses": self.accept_pauses,
             "spawn_failures": self.spawn_failures,
             "log_lines_suppressed": self.log_suppressed,
+            "queue_timeouts": self.queue_timeouts,
+            "spooled_bodies": self.spooled_bodies,
+            "spooled_responses": self.spooled_responses,
         })
     }
 }

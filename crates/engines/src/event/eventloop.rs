@@ -16,7 +16,7 @@ use gearshift_core::metrics::Slow;
 use gearshift_core::output::{Batch, Flushed};
 use gearshift_handlers::Service;
 use gearshift_http::{Phase, SlowReason};
-pub(super) use handoff::{run_dynamic, Dynamic};
+pub(super) use handoff::{refuse_late, run_dynamic, Dynamic};
 use rustix::event::epoll::{self, EventData, EventFlags, EventVec};
 use rustix::fd::{AsFd, AsRawFd, OwnedFd};
 use rustix::io::Errno;
@@ -509,6 +509,9 @@ impl EventLoop {
     /// the one closest to its deadline makes room.
     fn sweep(&mut self, svc: &Service) {
         self.proxy_sweep(svc);
+        // Dynamic requests waiting past their queue's deadline are answered now, even while
+        // every pool thread is busy.
+        self.dynamic.expire(&mut self.w);
         let now = self.w.now_ms;
         let at_cap = self.limits.open.load(Ordering::Relaxed) >= self.limits.cap;
         let pressure = at_cap && listener_readable(&self.listener);

@@ -85,6 +85,10 @@ impl super::Engine for EventEngine {
             cfg.queue,
             shared.clone(),
             Box::new(eventloop::run_dynamic),
+            Some((
+                std::time::Duration::from_millis(cfg.queue_timeout_ms),
+                Box::new(eventloop::refuse_late),
+            )),
         );
         let cap = crate::limits::connection_cap(
             shared.service.load().max_connections,

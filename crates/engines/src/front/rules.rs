@@ -58,9 +58,11 @@ pub(super) fn counted(why: Slow, p: &Pending, pressure: bool) -> Option<Slow> {
 }
 
 /// The input holds a request a worker can answer without waiting for the client: a head
-/// without a body, a dynamic request's head (its exchange streams the body), a head asking
-/// for `100 Continue`, a head with a body too large or chunked to wait for here, a small
-/// body complete, or input that cannot be a request (the worker answers the error).
+/// without a body, a dynamic request's head whose handler streams the body (request
+/// buffering off), a head asking for `100 Continue`, a head with a body too large or
+/// chunked to wait for here, a small body complete (for a static file, or for a handler
+/// that buffers bodies: a slow POST then holds no worker), or input that cannot be a
+/// request (the worker answers the error).
 pub fn ready(input: &[u8], svc: &Service) -> bool {
     if input.is_empty() {
         return false;
@@ -70,7 +72,10 @@ pub fn ready(input: &[u8], svc: &Service) -> bool {
         Ok(None) => false,
         Ok(Some(head)) => match head.framing {
             Framing::None => true,
-            _ if head.expect_continue || svc.is_dynamic(&head) => true,
+            _ if head.expect_continue => true,
+            // A dynamic request whose handler does not buffer bodies streams it.
+            _ if svc.is_dynamic(&head) && svc.request_buffer(&head).is_none() => true,
+            // A small body (static, or for a handler that buffers) is read here first.
             Framing::Length(n) if n <= BODY_BUFFER as u64 => {
                 input.len() as u64 >= head.head_len as u64 + n
             }

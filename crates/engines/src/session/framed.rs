@@ -4,6 +4,7 @@
 
 use super::{DynamicRequest, Seen, Session, Stop, ThreadCtx};
 use gearshift_core::output::Batch;
+use gearshift_handlers::stream::spool::BodySpool;
 use gearshift_handlers::Service;
 use gearshift_http::parse::parse_head;
 use gearshift_http::{Event, Framing};
@@ -98,17 +99,35 @@ impl Session {
             pos += n;
             match ev {
                 Event::NeedMore => return (pos, Stop::NeedInput),
-                Event::BodyData(_) => {}
+                Event::BodyData(d) => {
+                    if !self.dynamic.as_mut().is_none_or(|r| r.keep(d)) {
+                        self.dynamic = None;
+                        framed.frames.push(Frame::Error(500));
+                        return (pos, Stop::Close);
+                    }
+                }
                 Event::Head(head) if svc.is_dynamic(&head) => {
-                    // Answer what was framed before it, then run the exchange.
+                    // Answer what was framed before it, then run the exchange (once its
+                    // body has arrived, with request buffering).
+                    let body = svc
+                        .request_buffer(&head)
+                        .map(|m| Box::new(BodySpool::new(m)));
+                    let buffering = body.is_some();
                     self.dynamic = Some(Box::new(DynamicRequest {
                         head: input[pos - n..pos].to_vec(),
                         seen: self.current(),
                         exchange: None,
                         client: svc.client(&head, self.peer),
+                        body,
                     }));
-                    return (pos, Stop::Dynamic);
+                    if !buffering {
+                        return (pos, Stop::Dynamic);
+                    }
+                    if head.expect_continue {
+                        framed.frames.push(Frame::Continue);
+                    }
                 }
+                Event::BodyEnd if self.dynamic.is_some() => return (pos, Stop::Dynamic),
                 Event::Head(head) if head.framing != Framing::None => {
                     if head.expect_continue {
                         framed.frames.push(Frame::Continue);
@@ -127,6 +146,7 @@ impl Session {
                     framed.push_request(&bytes, self.current());
                 }
                 Event::Error(e) => {
+                    self.dynamic = None;
                     framed.frames.push(Frame::Error(e.status()));
                     return (pos, Stop::Close);
                 }

@@ -12,6 +12,7 @@
 use gearshift_core::accesslog::Record;
 use gearshift_core::output::Batch;
 use gearshift_core::respond::{self, Ctx};
+use gearshift_handlers::stream::spool::BodySpool;
 use gearshift_handlers::Service;
 use gearshift_http::parse::parse_head;
 use gearshift_http::{Conn, Event, Framing, Method, RequestHead, Version};
@@ -74,6 +75,26 @@ pub struct DynamicRequest {
     /// A proxied request without a body, prepared for the event loop to run while its
     /// head was at hand (`Session::proxy_in_loop`), so the loop need not parse it again.
     pub exchange: Option<Box<gearshift_handlers::proxy::LoopExchange>>,
+    /// The body, read whole before the exchange (request buffering): `Stop::Dynamic` is
+    /// reported once it has all arrived.
+    pub body: Option<Box<BodySpool>>,
+}
+
+impl DynamicRequest {
+    /// Keep `data`, a piece of this request's body being read ahead; false if it could
+    /// not be kept (the temporary file failed).
+    fn keep(&mut self, data: &[u8]) -> bool {
+        match &mut self.body {
+            Some(spool) => match spool.push(data) {
+                Ok(()) => true,
+                Err(e) => {
+                    gearshift_core::warn_limited!("request buffering: temporary file: {e}");
+                    false
+                }
+            },
+            None => true,
+        }
+    }
 }
 
 /// Start times of answers queued but not yet written, and where to count them once they
@@ -193,17 +214,36 @@ impl Session {
             pos += n;
             match ev {
                 Event::NeedMore => return (pos, Stop::NeedInput),
-                Event::BodyData(_) => {}
+                Event::BodyData(d) => {
+                    if !self.dynamic.as_mut().is_none_or(|r| r.keep(d)) {
+                        self.dynamic = None;
+                        self.fail(500, w, out);
+                        return (pos, Stop::Close);
+                    }
+                }
                 Event::Head(head) if svc.is_dynamic(&head) => {
                     let seen = self.current();
+                    let body = svc
+                        .request_buffer(&head)
+                        .map(|m| Box::new(BodySpool::new(m)));
+                    let buffering = body.is_some();
                     self.dynamic = Some(Box::new(DynamicRequest {
                         head: input[pos - n..pos].to_vec(),
                         exchange: self.in_loop_exchange(&head, seen, svc, w),
                         seen,
                         client: svc.client(&head, self.peer),
+                        body,
                     }));
-                    return (pos, Stop::Dynamic);
+                    if !buffering {
+                        return (pos, Stop::Dynamic);
+                    }
+                    // Read the body here first (request buffering): the exchange starts
+                    // at its end.
+                    if head.expect_continue {
+                        out.push_bytes(gearshift_http::response::CONTINUE);
+                    }
                 }
+                Event::BodyEnd if self.dynamic.is_some() => return (pos, Stop::Dynamic),
                 Event::Head(head) if head.framing != Framing::None => {
                     // Answer once the body has arrived intact: a request whose body turns
                     // out malformed gets only its 400. The head is kept as bytes (the input
@@ -225,6 +265,7 @@ impl Session {
                     }
                 }
                 Event::Error(e) => {
+                    self.dynamic = None;
                     self.fail(e.status(), w, out);
                     return (pos, Stop::Close);
                 }
@@ -350,9 +391,14 @@ impl Session {
 
     /// Refuse the reported dynamic request with `status` (e.g. 503 when no thread can take
     /// it) and close.
+    /// A 503 says when to try again (`Retry-After`, RFC 9110 10.2.3).
     pub fn refuse_dynamic(&mut self, status: u16, w: &mut ThreadCtx, out: &mut Batch) {
         self.dynamic = None;
-        self.fail(status, w, out);
+        let retry = gearshift_core::defaults::dynamic::RETRY_AFTER_S.to_string();
+        match status {
+            503 => self.fail_with(status, &[("Retry-After", retry.as_bytes())], w, out),
+            _ => self.fail(status, w, out),
+        }
     }
 
     /// Whether the connection may stay open after answering `req`.
@@ -423,8 +469,19 @@ impl Session {
 
     /// Answer a protocol error with `status` and close.
     fn fail(&mut self, status: u16, w: &mut ThreadCtx, out: &mut Batch) {
+        self.fail_with(status, &[], w, out);
+    }
+
+    /// `fail` with `extra` header fields.
+    fn fail_with(
+        &mut self,
+        status: u16,
+        extra: &[(&str, &[u8])],
+        w: &mut ThreadCtx,
+        out: &mut Batch,
+    ) {
         let ctx = closing_ctx(w);
-        let outcome = respond::error(out, &ctx, status, &[]);
+        let outcome = respond::error(out, &ctx, status, extra);
         self.count(w, self.head_us, outcome.status, outcome.body_bytes, 0);
         w.requests += 1;
         if let Some(log) = &mut w.log {

@@ -131,6 +131,9 @@ struct Pipeline {
     /// Monitor samples (older, newer), at least `live::WINDOW_NS` apart once the server
     /// has run that long: `/status` measures rates and utilisation from the older one.
     window: Mutex<(Snapshot, Snapshot)>,
+    /// Longest a connection may wait in the process stage's queue (`[staged]
+    /// process_queue_timeout_ms`), in ns of the monitor's clock; then it is answered 503.
+    queue_timeout_ns: u64,
 }
 
 struct Running {
@@ -186,6 +189,7 @@ impl StagedEngine {
             acceptor: crate::limits::Acceptor::new(),
             pressure: std::sync::atomic::AtomicBool::new(false),
             window: Mutex::default(),
+            queue_timeout_ns: cfg.process_queue_timeout_ms.saturating_mul(1_000_000),
         };
         for (s, n) in Stage::ALL.iter().zip(counts) {
             let st = p.stats.stage(*s);

@@ -85,6 +85,31 @@ pub(super) fn run(p: &Arc<Pipeline>, shared: &Shared) -> bool {
     serving
 }
 
+/// Connections that waited in this stage's queue past `[staged] process_queue_timeout_ms`
+/// (found by the receive threads' tick, so even while every process thread is busy): what
+/// they had framed is dropped, they are answered 503 with `Retry-After` and go to the send
+/// stage, which closes them after it.
+pub(super) fn refuse_late(p: &Pipeline, shared: &Shared, w: &mut ThreadCtx, now_ns: u64) {
+    let st = p.stats.stage(Stage::Process);
+    let mut late = Vec::new();
+    p.work
+        .take_late(now_ns.saturating_sub(p.queue_timeout_ns), &mut late, st);
+    if late.is_empty() {
+        return;
+    }
+    gearshift_core::warn_limited!(
+        "staged: {} connection(s) waited past process_queue_timeout_ms: 503",
+        late.len()
+    );
+    for c in late.iter_mut() {
+        shared.counters.guard().queue_timeout();
+        c.framed.clear();
+        c.dynamic = false;
+        c.session.refuse_dynamic(503, w, &mut c.out);
+    }
+    push_send(p, &mut late, now_ns);
+}
+
 /// A dynamic request (CGI, the work endpoint): write what was answered before it, then run
 /// its blocking exchange on the socket here — this stage is the pipeline's hand-off point,
 /// so a slow script holds a process thread, which the stage's utilisation and queue show.
@@ -102,7 +127,8 @@ fn exchange(c: &mut Conn, shared: &Shared, w: &mut ThreadCtx) {
     {
         c.session.written(w.now_ms);
         let mut input = std::mem::take(&mut c.session.inbuf);
-        crate::exchange::run(fd, &mut c.session, &mut input, shared, w);
+        // Output held for a slow client goes to the send stage like any answer.
+        c.out = crate::exchange::run(fd, &mut c.session, &mut input, shared, w);
         c.session.inbuf = input;
     } else {
         c.out.clear();
@@ -113,7 +139,7 @@ fn exchange(c: &mut Conn, shared: &Shared, w: &mut ThreadCtx) {
 
 /// Hand answered connections to the send stage, waiting while its queue is full. Returns
 /// the time spent waiting.
-fn push_send(p: &Pipeline, batch: &mut Vec<Box<Conn>>, now_ns: u64) -> u64 {
+pub(super) fn push_send(p: &Pipeline, batch: &mut Vec<Box<Conn>>, now_ns: u64) -> u64 {
     let st = p.stats.stage(Stage::Send);
     let past = || p.past_deadline();
     let mut blocked = 0;

@@ -358,6 +358,28 @@ impl WorkQueue {
         lock(&self.state).items.len()
     }
 
+    /// Take the items queued before `cutoff_ns` (the monitor's clock) into `into`: they
+    /// waited past the queue's deadline. Items are queued in time order, so they are at
+    /// the front.
+    pub(super) fn take_late(&self, cutoff_ns: u64, into: &mut Vec<Box<Conn>>, st: &StageStats) {
+        let mut q = lock(&self.state);
+        let n = q
+            .items
+            .iter()
+            .take_while(|c| c.queued_ns < cutoff_ns)
+            .count();
+        if n == 0 {
+            return;
+        }
+        into.extend(q.items.drain(..n));
+        st.queued.store(q.items.len(), Ordering::Relaxed);
+        let room = q.full > 0;
+        drop(q);
+        if room {
+            self.emptied.notify_all();
+        }
+    }
+
     pub(super) fn wake_all(&self) {
         let _q = lock(&self.state);
         self.filled.notify_all();

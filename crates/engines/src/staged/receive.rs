@@ -163,6 +163,7 @@ impl Receiver {
 
     fn tick(&mut self) {
         self.w.date.update(unix_now());
+        super::process::refuse_late(&self.p, &self.shared, &mut self.w, self.now_ns);
         if !self.retiring && !self.draining && self.p.should_retire(Stage::Receive) {
             self.retiring = true;
             self.p.receivers.leave(&self.mailbox);

@@ -27,6 +27,34 @@ pub(in crate::uring) struct Dynamic {
     id: usize,
 }
 
+/// A dynamic request that waited in the pool's queue past `[dynamic] queue_timeout_ms`:
+/// answered 503 with `Retry-After` here (a small answer on a connection with nothing else
+/// in flight: the socket takes it), and the connection goes home to be closed.
+pub(in crate::uring) fn refuse_late(d: Dynamic, w: &mut ThreadCtx) {
+    let Dynamic {
+        mut conn,
+        home,
+        registry,
+        shared,
+        id,
+    } = d;
+    shared.counters.guard().queue_timeout();
+    gearshift_core::warn_limited!("dynamic pool: waited past queue_timeout_ms: 503");
+    w.now_ms = shared.now_ms();
+    let mut b = gearshift_core::output::Batch::default();
+    conn.session.refuse_dynamic(503, w, &mut b);
+    let c = &mut conn;
+    let _ = crate::exchange::write_held(c.fd.as_fd(), b, c.session.send_timeout_ms, &shared);
+    c.session.close_after_write = true;
+    c.session.inbuf.clear();
+    let dest = match home.retire.load(Ordering::SeqCst) {
+        true => registry.heir(id).unwrap_or_else(|| home.clone()),
+        false => home.clone(),
+    };
+    dest.deliver([conn]);
+    home.away.fetch_sub(1, Ordering::SeqCst);
+}
+
 /// Dynamic-pool side: run the exchange (blocking), then give the connection back to its
 /// loop (or, if that loop retired meanwhile, to a survivor), which resumes it with any
 /// pipelined input.
@@ -40,7 +68,12 @@ pub(in crate::uring) fn run_dynamic(d: Dynamic, w: &mut ThreadCtx) {
     } = d;
     let c = &mut conn;
     let mut input = std::mem::take(&mut c.session.inbuf);
-    crate::exchange::run(c.fd.as_fd(), &mut c.session, &mut input, &shared, w);
+    let held = crate::exchange::run(c.fd.as_fd(), &mut c.session, &mut input, &shared, w);
+    // Output held for a slow client: written from here (the backend is released already).
+    if !crate::exchange::write_held(c.fd.as_fd(), held, c.session.send_timeout_ms, &shared) {
+        c.session.close_after_write = true;
+        input.clear();
+    }
     c.session.inbuf = input;
     let dest = match home.retire.load(Ordering::SeqCst) {
         true => registry.heir(id).unwrap_or_else(|| home.clone()),
@@ -157,6 +190,9 @@ impl UringLoop {
 
     /// Apply deadlines: header/body/keep-alive read timeouts, send timeouts, lingering.
     pub(super) fn sweep(&mut self) {
+        // Dynamic requests waiting past their queue's deadline are answered now, even while
+        // every pool thread is busy.
+        self.dynamic.expire(&mut self.w);
         let now = self.w.now_ms;
         let expired: Vec<usize> = self
             .conns

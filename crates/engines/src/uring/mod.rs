@@ -79,6 +79,10 @@ impl super::Engine for UringEngine {
             cfg.queue,
             shared.clone(),
             Box::new(handoff::run_dynamic),
+            Some((
+                std::time::Duration::from_millis(cfg.queue_timeout_ms),
+                Box::new(handoff::refuse_late),
+            )),
         );
         let loops = Loops {
             listener: Arc::new(listener),

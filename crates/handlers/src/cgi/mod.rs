@@ -117,7 +117,8 @@ impl Cgi {
 
     /// Find the script a request path names, walking its segments: the first one that is
     /// a script file ends the script name, the rest is PATH_INFO. Errors are statuses.
-    fn locate(&self, root: &Root, raw_path: &[u8]) -> Result<ScriptPath, u16> {
+    /// The script comes with the descriptor it was checked through (`serve` executes it).
+    fn locate(&self, root: &Root, raw_path: &[u8]) -> Result<(ScriptPath, std::fs::File), u16> {
         let m = map_path(raw_path, &self.policy).map_err(|_| 404u16)?;
         let segs: Vec<&[u8]> = m.rel.split(|&b| b == b'/').collect();
         let mut end = 0;
@@ -154,12 +155,15 @@ impl Cgi {
             filename.extend_from_slice(rel);
             let mut script_name = b"/".to_vec();
             script_name.extend_from_slice(rel);
-            return Ok(ScriptPath {
-                script_name,
-                path_info,
-                filename,
-                root: root_bytes,
-            });
+            return Ok((
+                ScriptPath {
+                    script_name,
+                    path_info,
+                    filename,
+                    root: root_bytes,
+                },
+                file,
+            ));
         }
         // A script directory itself, or a path with no script file in it.
         Err(if self.names.is_dir(&m.rel) { 403 } else { 404 })
@@ -174,7 +178,7 @@ impl Cgi {
         body: &mut BodyIn,
         out: &mut Out,
     ) -> Served {
-        let script = match self.locate(root, head.path) {
+        let (script, file) = match self.locate(root, head.path) {
             Ok(s) => s,
             Err(status) => return Served::Done(out.error(status, &[], false)),
         };
@@ -188,11 +192,15 @@ impl Cgi {
         let _slot = Slot(self.running.clone());
         let filename = PathBuf::from(std::ffi::OsStr::from_bytes(&script.filename));
         let mut cmd = std::process::Command::new(&filename);
+        let vars = env::build(head, &script, peers);
         cmd.env_clear()
-            .envs(env::build(head, &script, peers))
+            .envs(vars.iter().map(|(k, v)| (k, v)))
             .current_dir(filename.parent().unwrap_or(&self.root));
         let name = String::from_utf8_lossy(&script.script_name).into_owned();
-        let (mut running, stdin) = match process::spawn(cmd, name.clone()) {
+        // Execute the descriptor that was checked, not the path again.
+        let spawned = process::exec_descriptor(&mut cmd, file, &script.filename, &vars)
+            .and_then(|()| process::spawn(cmd, name.clone()));
+        let (mut running, stdin) = match spawned {
             Ok(x) => x,
             Err(e) => {
                 tracing::error!(target: "cgi", script = %name, "cannot run: {e}");

@@ -63,6 +63,68 @@ pub(super) struct Running {
     name: String,
 }
 
+/// Make `cmd` execute `file` (fexecve) instead of looking its program up by path again: the
+/// descriptor the handler opened beneath the root and checked is the one run, whatever
+/// happens to the path in between. `argv0` and `vars` are the program name and the whole
+/// environment (the same as `cmd`'s, built here before the fork: the child may not
+/// allocate). An interpreted script is read by its interpreter through `/dev/fd/N`, so the
+/// descriptor stays open across the exec (its close-on-exec flag is cleared in the child).
+/// libc's `fexecve` directly rather than nix's, which allocates its arrays in the child.
+pub(super) fn exec_descriptor(
+    cmd: &mut Command,
+    file: std::fs::File,
+    argv0: &[u8],
+    vars: &[(std::ffi::OsString, std::ffi::OsString)],
+) -> std::io::Result<()> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::io::AsRawFd;
+    let invalid = |_| std::io::Error::from(std::io::ErrorKind::InvalidInput);
+    let argv0 = CString::new(argv0).map_err(invalid)?;
+    let envs: Vec<CString> = vars
+        .iter()
+        .map(|(k, v)| CString::new([k.as_bytes(), b"=", v.as_bytes()].concat()).map_err(invalid))
+        .collect::<Result<_, _>>()?;
+    let exec = Exec {
+        argv: vec![argv0.as_ptr(), std::ptr::null()],
+        envp: envs
+            .iter()
+            .map(|c| c.as_ptr())
+            .chain([std::ptr::null()])
+            .collect(),
+        _strings: (argv0, envs),
+        file,
+    };
+    // SAFETY: the closure runs in the child between fork and exec and calls only fcntl
+    // and fexecve (async-signal-safe) on memory prepared before the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            let exec = &exec; // the whole value (Send), not its fields
+            let fd = exec.file.as_raw_fd();
+            if libc::fcntl(fd, libc::F_SETFD, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            libc::fexecve(fd, exec.argv.as_ptr(), exec.envp.as_ptr());
+            Err(std::io::Error::last_os_error())
+        });
+    }
+    Ok(())
+}
+
+/// What the child's fexecve needs, prepared before the fork (the pointers point into
+/// `_strings`, which lives as long as they do).
+struct Exec {
+    argv: Vec<*const libc::c_char>,
+    envp: Vec<*const libc::c_char>,
+    _strings: (std::ffi::CString, Vec<std::ffi::CString>),
+    file: std::fs::File,
+}
+
+// SAFETY: the raw pointers point into `_strings`, owned by the same value and never
+// changed; the value is only read (in the forked child).
+unsafe impl Send for Exec {}
+unsafe impl Sync for Exec {}
+
 /// Spawn `cmd` with piped stdio in a new process group (pgid = its pid).
 pub(super) fn spawn(mut cmd: Command, name: String) -> std::io::Result<(Running, ChildStdin)> {
     cmd.stdin(Stdio::piped())

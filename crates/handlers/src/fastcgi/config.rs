@@ -30,10 +30,24 @@ pub struct FastCgiConfig {
     pub multiplex_requests: usize,
     /// Multiplexed connections per process (never more than the backend's FCGI_MAX_CONNS).
     pub multiplex_connections: usize,
+    /// Read the whole request body (memory, then a temporary file) before the backend is
+    /// involved, so a slow client holds no backend (nginx `*_request_buffering on`).
+    pub request_buffering: bool,
+    /// Hold a response the client reads slower than the backend writes (memory, then a
+    /// temporary file), so the backend is released when it is done (nginx `*_buffering`).
+    pub response_buffering: bool,
+    /// Request body bytes kept in memory before a temporary file (`client_body_buffer_size`).
+    pub request_buffer_bytes: u64,
+    /// Response bytes held in memory before a temporary file (`*_buffers`).
+    pub response_buffer_bytes: u64,
+    /// Largest temporary file of a held response; past it the response goes on as the client
+    /// reads (`*_max_temp_file_size`).
+    pub max_temp_file_bytes: u64,
 }
 
 impl Default for FastCgiConfig {
     fn default() -> Self {
+        let b = crate::stream::spool::Buffering::default();
         use defaults::fastcgi as d;
         FastCgiConfig {
             backend: String::new(),
@@ -47,13 +61,30 @@ impl Default for FastCgiConfig {
             multiplex: d::MULTIPLEX.to_string(),
             multiplex_requests: 0,
             multiplex_connections: d::MUX_CONNECTIONS,
+            request_buffering: b.request,
+            response_buffering: b.response,
+            request_buffer_bytes: b.request_buffer_bytes,
+            response_buffer_bytes: b.response_buffer_bytes,
+            max_temp_file_bytes: b.max_temp_file_bytes,
         }
     }
 }
 
 impl FastCgiConfig {
+    /// The buffering settings of this section.
+    pub fn buffering(&self) -> crate::stream::spool::Buffering {
+        crate::stream::spool::Buffering {
+            request: self.request_buffering,
+            response: self.response_buffering,
+            request_buffer_bytes: self.request_buffer_bytes,
+            response_buffer_bytes: self.response_buffer_bytes,
+            max_temp_file_bytes: self.max_temp_file_bytes,
+        }
+    }
+
     /// Check the `[fastcgi]` section; the error is one line naming the option.
     pub fn validate(&self) -> Result<(), String> {
+        self.buffering().validate("fastcgi")?;
         let f = self;
         positive("fastcgi.max_connections", f.max_connections as u64)?;
         positive("fastcgi.connect_timeout_ms", f.connect_timeout_ms)?;

@@ -10,6 +10,7 @@ use super::{spool, FastCgi, Slot, FEED_DONE, FEED_GONE, FEED_RUNNING};
 use crate::cgi::env::ScriptPath;
 use crate::cgi::Served;
 use crate::dispatch::Peers;
+use crate::files::fs::{Kind as FileKind, OpenError, Root};
 use crate::stream::{BodyIn, Out};
 use gearshift_http::{Framing, RequestHead};
 use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
@@ -54,6 +55,7 @@ impl FastCgi {
     /// Answer `head` through the backend, streaming `body` to it and its answer to `out`.
     pub fn serve(
         &self,
+        root: &Root,
         head: &RequestHead,
         peers: Peers,
         body: &mut BodyIn,
@@ -63,6 +65,18 @@ impl FastCgi {
         let Some(script) = self.split(head.path) else {
             return Served::Done(out.error(404, &[], false));
         };
+        // The script must exist (a file, beneath the root) before anything reaches the
+        // backend: `/uploads/a.jpg/x.php` names no script, and php-fpm's cgi.fix_pathinfo
+        // would run uploads/a.jpg instead (nginx: try_files $fastcgi_script_name =404).
+        let status = match root.open_file(&script.script_name[1..]) {
+            Ok((_, meta)) if meta.kind == FileKind::File => None,
+            Ok(_) | Err(OpenError::NotFound) => Some(404),
+            Err(OpenError::Forbidden) => Some(403),
+            Err(OpenError::Io) => Some(500),
+        };
+        if let Some(status) = status {
+            return Served::Done(out.error(status, &[], false));
+        }
         if !self.busy.acquire(self.max_connections) {
             gearshift_core::warn_limited!(
                 "fastcgi: max_connections ({}) reached: 503",
@@ -75,7 +89,16 @@ impl FastCgi {
         // spool it to a temporary file first, then send it with its length.
         let mut spooled = None;
         let mut sized;
-        let head = if head.framing == Framing::Chunked {
+        let head = if let (Framing::Chunked, Some(n)) = (head.framing, body.buffered_len()) {
+            // Read whole already (request buffering): its length is known.
+            sized = head.clone();
+            sized.framing = if n > 0 {
+                Framing::Length(n)
+            } else {
+                Framing::None
+            };
+            &sized
+        } else if head.framing == Framing::Chunked {
             match spool::spool(body) {
                 Ok((file, n)) => {
                     spooled = Some(file);

@@ -27,25 +27,9 @@ pub(super) fn spool(body: &mut BodyIn) -> Result<(File, u64), Fail> {
     Ok((file, n))
 }
 
-/// An unnamed file in the temp dir (O_TMPFILE), or a named one removed at once where the
-/// file system lacks O_TMPFILE.
+/// An unnamed file in the temp dir (`stream::spool::temp_file`).
 pub(super) fn temp_file() -> std::io::Result<File> {
-    use rustix::fs::{Mode, OFlags};
-    let dir = std::env::temp_dir();
-    let flags = OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC;
-    if let Ok(fd) = rustix::fs::open(&dir, flags, Mode::from_raw_mode(0o600)) {
-        return Ok(File::from(fd));
-    }
-    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let path = dir.join(format!("gearshift-body-{}-{seq}", std::process::id()));
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .open(&path)?;
-    std::fs::remove_file(&path)?;
-    Ok(f)
+    crate::stream::spool::temp_file()
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@
 use super::forward::{self, BodyKind, Parsed};
 use super::{health, Proxy, Upstream};
 use crate::stream::framing::Framer;
+use crate::stream::spool::Held;
 use gearshift_core::defaults::proxy::MAX_RESPONSE_HEAD;
 use gearshift_core::output::Batch;
 use gearshift_core::respond::{self, Outcome};
@@ -55,6 +56,9 @@ pub struct LoopExchange {
     head_buf: Vec<u8>,
     body: Option<Body>,
     enc: Framer,
+    /// Response buffering: bounds of what the loop holds for a slow client while it goes
+    /// on reading the upstream (None: off, or its bounds were reached).
+    pub buffer: Option<Held>,
 }
 
 struct Body {
@@ -125,6 +129,7 @@ impl Proxy {
             head_buf: Vec::new(),
             body: None,
             enc: Framer::new(head.version, head.method == Method::Head, keep_alive),
+            buffer: self.buffering.response.then(|| Held::new(&self.buffering)),
         })
     }
 }

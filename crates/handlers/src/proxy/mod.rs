@@ -52,6 +52,8 @@ use std::time::Instant;
 pub struct Proxy {
     routes: Vec<Rule>,
     upstreams: Vec<Arc<Upstream>>,
+    /// `[proxy]` request and response buffering (the event loop's exchanges use the latter).
+    buffering: crate::stream::spool::Buffering,
 }
 
 struct Rule {
@@ -130,7 +132,11 @@ impl Proxy {
                 })
             })
             .collect();
-        Some(Proxy { routes, upstreams })
+        Some(Proxy {
+            routes,
+            upstreams,
+            buffering: cfg.buffering(),
+        })
     }
 
     /// The pool answering `head`, if a route matches.

@@ -8,6 +8,7 @@
 //! waiting for the socket, and nothing holds more than one piece of a body in memory.
 
 pub mod framing;
+pub mod spool;
 
 use self::framing::Framer;
 use gearshift_core::lifecycle::Lifecycle;
@@ -96,6 +97,9 @@ pub struct BodyIn<'a> {
     continue_due: bool,
     send_ms: u64,
     done: bool,
+    /// The body, read whole before the exchange (request buffering); then the client
+    /// socket is not read at all.
+    spooled: Option<spool::SpoolReader>,
     /// Decoded body bytes delivered so far.
     pub received: u64,
 }
@@ -120,8 +124,23 @@ impl<'a> BodyIn<'a> {
             continue_due: expect_continue && !done,
             send_ms,
             done,
+            spooled: None,
             received: 0,
         }
+    }
+
+    /// Deliver `body`, read whole before the exchange, instead of reading the client (its
+    /// `100 Continue`, if asked for, was answered while it was read).
+    pub fn buffered(mut self, body: spool::SpoolReader) -> BodyIn<'a> {
+        self.done = false;
+        self.continue_due = false;
+        self.spooled = Some(body);
+        self
+    }
+
+    /// The body's length when it was read whole before the exchange.
+    pub fn buffered_len(&self) -> Option<u64> {
+        self.spooled.as_ref().map(|s| s.len)
     }
 
     /// The whole body has been read (or there is none).
@@ -143,6 +162,9 @@ impl<'a> BodyIn<'a> {
     pub fn next_piece(&mut self) -> Result<Option<&[u8]>, BodyFail> {
         if self.done {
             return Ok(None);
+        }
+        if self.spooled.is_some() {
+            return self.next_spooled();
         }
         self.send_continue()?;
         loop {
@@ -171,6 +193,27 @@ impl<'a> BodyIn<'a> {
                 return Ok(Some(&self.input[range]));
             }
             self.fill()?;
+        }
+    }
+
+    /// The next piece of a body read whole before the exchange.
+    fn next_spooled(&mut self) -> Result<Option<&[u8]>, BodyFail> {
+        let Some(s) = &mut self.spooled else {
+            return Ok(None);
+        };
+        match s.next_piece() {
+            Ok(Some(p)) => {
+                self.received += p.len() as u64;
+                Ok(Some(p))
+            }
+            Ok(None) => {
+                self.done = true;
+                Ok(None)
+            }
+            Err(e) => {
+                gearshift_core::warn_limited!("request buffering: temporary file: {e}");
+                Err(BodyFail::Status(500))
+            }
         }
     }
 
@@ -233,6 +276,9 @@ pub struct Out<'a> {
     send_ms: u64,
     batch: Batch,
     frame: Framer,
+    /// Response buffering: output the client has not taken yet, held (memory, then a
+    /// temporary file) so the handler can go on reading its backend.
+    held: Option<Box<(spool::Held, Batch)>>,
     /// A write failed or the body broke its framing: the connection must close.
     pub broken: bool,
 }
@@ -254,8 +300,21 @@ impl<'a> Out<'a> {
             send_ms,
             batch: Batch::default(),
             frame: Framer::new(version, head_only, keep_alive),
+            held: None,
             broken: false,
         }
+    }
+
+    /// Hold what the client does not take at once, within `b`'s bounds, rather than wait
+    /// for it (response buffering); `take_held` gives it to the engine at the end.
+    pub fn buffer_response(&mut self, b: &spool::Buffering) {
+        self.held = Some(Box::new((spool::Held::new(b), Batch::default())));
+    }
+
+    /// Output held for the client (response buffering), to be written after the exchange
+    /// (its backend released). Empty when the client took everything.
+    pub fn take_held(&mut self) -> Batch {
+        self.held.take().map(|h| h.1).unwrap_or_default()
     }
 
     /// The client socket.
@@ -339,6 +398,9 @@ impl<'a> Out<'a> {
 
     /// Write what is queued. False (and `broken`) if the client stopped taking data.
     pub fn flush(&mut self) -> bool {
+        if !self.broken && self.held.is_some() {
+            self.hold();
+        }
         if !self.broken && !write_all(self.fd, &mut self.batch, self.send_ms, self.life) {
             self.broken = true;
         }
@@ -346,6 +408,40 @@ impl<'a> Out<'a> {
             self.batch.clear();
         }
         !self.broken
+    }
+
+    /// Response buffering: write what the socket takes now, without waiting, and hold the
+    /// rest (after what is held already). Past the bounds, buffering ends: what is held
+    /// becomes the batch again and `flush` waits for the client as without buffering.
+    fn hold(&mut self) {
+        let fd = self.fd;
+        let Some(h) = &mut self.held else { return };
+        let (bounds, held) = &mut **h;
+        // What is held goes first; new output only once all of it is out.
+        let mut failed = false;
+        for b in [&mut *held, &mut self.batch] {
+            if b.is_empty() {
+                continue;
+            }
+            failed = b.write(fd).is_err();
+            if failed || !b.is_empty() {
+                break;
+            }
+        }
+        if failed {
+            self.broken = true;
+            held.clear();
+            self.batch.clear();
+            return;
+        }
+        if self.batch.is_empty() {
+            return;
+        }
+        self.batch.move_into(held);
+        if !bounds.bound(held) {
+            let h = self.held.take().expect("held");
+            self.batch = h.1;
+        }
     }
 }
 

@@ -48,18 +48,33 @@ pub(in crate::event) fn run_dynamic(d: Dynamic, w: &mut ThreadCtx) {
         let fd = c.fd.as_fd();
         let session = &mut c.session;
         let ran = crate::guard::catch(shared, || {
-            crate::exchange::run(fd, session, &mut input, shared, w);
+            crate::exchange::run(fd, session, &mut input, shared, w)
         });
-        if ran.is_none() {
-            // A panic in the exchange: this connection ends, the pool thread goes on.
-            c.session.close_after_write = true;
-            input.clear();
+        match ran {
+            // Output held for a slow client: the loop writes it (the backend and this
+            // thread are released).
+            Some(held) if !held.is_empty() => {
+                c.pending = held;
+                c.deadline_ms = shared.now_ms() + c.session.send_timeout_ms;
+            }
+            Some(_) => {}
+            None => {
+                // A panic in the exchange: this connection ends, the pool thread goes on.
+                c.session.close_after_write = true;
+                input.clear();
+            }
         }
         c.session.inbuf = input;
     } else {
         c.session.close_after_write = true;
     }
     c.read_stalled = true;
+    go_home(conn, &home, &registry, id);
+}
+
+/// Give a connection back from the dynamic pool to its loop (or, if that loop retired
+/// meanwhile, to a survivor).
+fn go_home(conn: Connection, home: &Arc<Mailbox>, registry: &Registry, id: usize) {
     let dest = match home.retire.load(Ordering::SeqCst) {
         true => registry.heir(id).unwrap_or_else(|| home.clone()),
         false => home.clone(),
@@ -70,6 +85,28 @@ pub(in crate::event) fn run_dynamic(d: Dynamic, w: &mut ThreadCtx) {
         .push(conn);
     dest.wake();
     home.away.fetch_sub(1, Ordering::SeqCst);
+}
+
+/// A dynamic request that waited in the pool's queue past `[dynamic] queue_timeout_ms`:
+/// answered 503 with `Retry-After` (after any output queued before it) by its loop, which
+/// then closes the connection. Runs wherever the deadline is noticed, without blocking.
+pub(in crate::event) fn refuse_late(d: Dynamic, w: &mut ThreadCtx) {
+    let Dynamic {
+        mut conn,
+        home,
+        registry,
+        shared,
+        id,
+    } = d;
+    shared.counters.guard().queue_timeout();
+    gearshift_core::warn_limited!("dynamic pool: waited past queue_timeout_ms: 503");
+    w.now_ms = shared.now_ms();
+    let mut b = gearshift_core::output::Batch::default();
+    conn.session.refuse_dynamic(503, w, &mut b);
+    b.move_into(&mut conn.pending);
+    conn.deadline_ms = w.now_ms + conn.session.send_timeout_ms;
+    conn.read_stalled = true;
+    go_home(conn, &home, &registry, id);
 }
 
 impl EventLoop {

@@ -236,6 +236,13 @@ impl EventLoop {
                 if n > 0 || c.deadline_ms == 0 {
                     c.deadline_ms = self.w.now_ms + c.session.send_timeout_ms;
                 }
+                // Response buffering: hold it (memory, then a temporary file) and go on
+                // reading the upstream, so a slow client does not hold it.
+                if let Some(h) = &mut ex.buffer {
+                    if h.bound(&mut c.pending) {
+                        return true;
+                    }
+                }
                 ex.paused = true;
                 ex.io_deadline = u64::MAX;
                 false
