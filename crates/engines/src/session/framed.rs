@@ -106,6 +106,7 @@ impl Session {
                         seen: self.current(),
                         exchange: None,
                         client: svc.client(&head, self.peer),
+                        site: svc.site_name(&head).cloned(),
                     }));
                     return (pos, Stop::Dynamic);
                 }

@@ -74,6 +74,8 @@ pub struct DynamicRequest {
     /// A proxied request without a body, prepared for the event loop to run while its
     /// head was at hand (`Session::proxy_in_loop`), so the loop need not parse it again.
     pub exchange: Option<Box<gearshift_handlers::proxy::LoopExchange>>,
+    /// The site answering it, for the access log (None without `[[site]]`s).
+    pub site: Option<std::sync::Arc<str>>,
 }
 
 /// Start times of answers queued but not yet written, and where to count them once they
@@ -201,6 +203,7 @@ impl Session {
                         exchange: self.in_loop_exchange(&head, seen, svc, w),
                         seen,
                         client: svc.client(&head, self.peer),
+                        site: svc.site_name(&head).cloned(),
                     }));
                     return (pos, Stop::Dynamic);
                 }
@@ -314,7 +317,10 @@ impl Session {
             seen,
             outcome,
             keep_alive,
-            svc.client(head, self.peer),
+            (
+                svc.client(head, self.peer),
+                svc.site_name(head).map(|s| &**s),
+            ),
             w,
         );
     }
@@ -327,7 +333,7 @@ impl Session {
         svc: &Service,
         w: &ThreadCtx,
     ) -> Option<Box<gearshift_handlers::proxy::LoopExchange>> {
-        let proxy = svc.proxy.as_ref().filter(|_| self.proxy_in_loop)?;
+        let proxy = svc.site(head)?.proxy.filter(|_| self.proxy_in_loop)?;
         if svc.route(head) != gearshift_handlers::Route::Proxy {
             return None;
         }
@@ -387,16 +393,25 @@ impl Session {
             );
             c.completed(now.saturating_sub(req.seen.started_us));
         }
-        self.log_answer(head, req.seen, outcome, keep_alive, req.client, w);
+        self.log_answer(
+            head,
+            req.seen,
+            outcome,
+            keep_alive,
+            (req.client, req.site.as_deref()),
+            w,
+        );
     }
 
+    /// `(client, site)`: who asked (peer, or the client behind a trusted proxy) and which
+    /// site answered (None without `[[site]]`s).
     fn log_answer(
         &mut self,
         head: Option<&RequestHead>,
         seen: Seen,
         outcome: respond::Outcome,
         keep_alive: bool,
-        client: SocketAddr,
+        (client, site): (SocketAddr, Option<&str>),
         w: &mut ThreadCtx,
     ) {
         w.requests += 1;
@@ -414,6 +429,7 @@ impl Session {
                 // From the head's first byte to the answer being queued, at the worker
                 // clock's millisecond resolution.
                 duration_us: w.now_ms.saturating_sub(seen.started_ms) * 1000,
+                site,
             });
         }
         if !keep_alive {
@@ -439,6 +455,7 @@ impl Session {
                 referer: None,
                 user_agent: None,
                 duration_us: 0,
+                site: None,
             });
         }
         self.close_after_write = true;
