@@ -10,9 +10,11 @@ pub mod entry;
 pub mod fs;
 pub mod listing;
 pub mod mime;
+pub mod partial;
 pub mod path;
 
 use crate::files::cache::Cache;
+pub use crate::files::cache::{new_cache, Common};
 use compress::{CompressionConfig, Stats};
 use config::{CacheConfig, StaticConfig};
 use entry::{Entry, HeaderOptions};
@@ -22,7 +24,6 @@ use gearshift_core::respond::{self, Ctx, Outcome};
 use gearshift_http::conditional::{self, Preconditions, Validators};
 use gearshift_http::encoding::{self, Coding};
 use gearshift_http::range::{self, ByteRange, Ranges};
-use gearshift_http::response::{header, header_u64};
 use gearshift_http::{Method, RequestHead};
 use path::{MappedPath, PathError, PathPolicy};
 use std::sync::atomic::Ordering;
@@ -41,32 +42,6 @@ pub struct StaticFiles {
     policy: PathPolicy,
     compress: CompressionConfig,
     stats: &'static Stats,
-}
-
-/// What every site of one configuration generation shares: the object cache and its
-/// configuration, on-the-fly compression and its counters.
-#[derive(Clone)]
-pub struct Common {
-    pub cache_cfg: CacheConfig,
-    pub cache: Option<Arc<Cache>>,
-    pub compression: CompressionConfig,
-    pub stats: &'static Stats,
-}
-
-impl Common {
-    /// A new cache as `cache_cfg` asks; `stats` from the previous generation if any.
-    pub fn new(
-        cache_cfg: &CacheConfig,
-        compression: &CompressionConfig,
-        stats: Option<&'static Stats>,
-    ) -> Common {
-        Common {
-            cache_cfg: cache_cfg.clone(),
-            cache: new_cache(cache_cfg),
-            compression: compression.clone(),
-            stats: stats.unwrap_or_else(Stats::new_shared),
-        }
-    }
 }
 
 enum Found {
@@ -192,7 +167,7 @@ impl StaticFiles {
                         let cr = format!("bytes */{size}");
                         return respond::error(out, ctx, 416, &[("Content-Range", cr.as_bytes())]);
                     }
-                    Ranges::Partial(rs) => return partial(&entry, &rs, ctx, out),
+                    Ranges::Partial(rs) => return partial::partial(&entry, &rs, ctx, out),
                 }
             }
         }
@@ -207,7 +182,7 @@ impl StaticFiles {
                 body_bytes: 0,
             };
         }
-        push_body(
+        partial::push_body(
             out,
             &entry,
             ByteRange {
@@ -478,83 +453,5 @@ impl StaticFiles {
         let url = format!("/{}", path::encode_path(&mapped.rel));
         let url = if url.ends_with('/') { url } else { url + "/" };
         Some((url, entries))
-    }
-}
-
-/// The object cache `cache_cfg` asks for (None when it is off).
-pub fn new_cache(cache_cfg: &CacheConfig) -> Option<Arc<Cache>> {
-    cache_cfg.enabled.then(|| {
-        let nofile = rustix::process::getrlimit(rustix::process::Resource::Nofile)
-            .current
-            .unwrap_or(u64::MAX);
-        let fds = (cache_cfg.max_open_files as u64).min(nofile / 8) as usize;
-        Arc::new(Cache::new(cache_cfg.max_bytes, cache_cfg.max_entries).with_max_fds(fds))
-    })
-}
-
-/// 206 for one range, or multipart/byteranges for several.
-fn partial(entry: &Arc<Entry>, rs: &[ByteRange], ctx: &Ctx, out: &mut Batch) -> Outcome {
-    let size = entry.len;
-    respond::prefix(out, ctx, 206);
-    let start = out.scratch.len();
-    if let [r] = rs {
-        header(
-            &mut out.scratch,
-            "Content-Type",
-            entry.content_type.as_bytes(),
-        );
-        out.scratch.extend_from_slice(&entry.rep_headers);
-        header(
-            &mut out.scratch,
-            "Content-Range",
-            range::content_range(*r, size).as_bytes(),
-        );
-        header_u64(&mut out.scratch, "Content-Length", r.len());
-        out.scratch.extend_from_slice(b"\r\n");
-        out.extend_scratch_from(start);
-        if !ctx.head_only {
-            push_body(out, entry, *r, size);
-        }
-        return Outcome {
-            status: 206,
-            body_bytes: if ctx.head_only { 0 } else { r.len() },
-        };
-    }
-    let tag = &entry.etag[1..entry.etag.len() - 1];
-    let boundary = format!(
-        "gearshift-{}",
-        String::from_utf8_lossy(tag).replace(['.', '-'], "")
-    );
-    let mp = range::multipart(rs, size, &entry.content_type, &boundary);
-    header(&mut out.scratch, "Content-Type", mp.content_type.as_bytes());
-    out.scratch.extend_from_slice(&entry.rep_headers);
-    header_u64(&mut out.scratch, "Content-Length", mp.body_len);
-    out.scratch.extend_from_slice(b"\r\n");
-    out.extend_scratch_from(start);
-    if !ctx.head_only {
-        for (r, head) in rs.iter().zip(&mp.part_heads) {
-            out.push_bytes(head);
-            push_body(out, entry, *r, size);
-        }
-        out.push_bytes(&mp.trailer);
-    }
-    Outcome {
-        status: 206,
-        body_bytes: if ctx.head_only { 0 } else { mp.body_len },
-    }
-}
-
-fn push_body(out: &mut Batch, entry: &Entry, r: ByteRange, size: u64) {
-    if size == 0 {
-        return;
-    }
-    if let Some(body) = &entry.body {
-        out.push(Piece::Mem(body.slice(r.start as usize..=r.end as usize)));
-    } else if let Some(file) = &entry.file {
-        out.push(Piece::File {
-            file: file.clone(),
-            offset: r.start,
-            len: r.len(),
-        });
     }
 }
