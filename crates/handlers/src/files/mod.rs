@@ -114,7 +114,8 @@ impl StaticFiles {
             None
         };
         // Ranges are of the identity body: a Range request is never compressed on the fly.
-        let may_encode = req.header("range").is_none();
+        // (Looked up only when compressing: the common request pays nothing for it.)
+        let may_encode = self.compress.enabled && req.header("range").is_none();
         let entry = match self.find(&mapped, accept, may_encode, ctx.now_ms) {
             Found::Entry(e) => e,
             Found::Error(status) => return respond::error(out, ctx, status, &[]),
@@ -226,12 +227,13 @@ impl StaticFiles {
                 other => return other,
             },
         };
-        if accept.is_none() {
+        let may_encode = may_encode && ident.compressible;
+        if accept.is_none() || !(ident.has_br || ident.has_gz || may_encode) {
             return Found::Entry(ident);
         }
         let coding = encoding::negotiate(accept, ident.has_br, ident.has_gz);
         if coding == Coding::Identity {
-            return match may_encode && ident.compressible {
+            return match may_encode {
                 true => self.encoded(ident, key, accept, now),
                 false => Found::Entry(ident),
             };
