@@ -273,3 +273,32 @@ fn check_config_refuses_bad_sites_in_one_line() {
     assert!(st.success() && out.contains("configuration ok"), "{err}");
     drop(cfg);
 }
+
+#[test]
+fn sighup_adds_a_site_and_a_kept_connection_sees_it() {
+    let r = roots();
+    let site_a = format!("[[site]]\nnames = [\"a.test\"]\nroot = \"{}\"\n", r.a.str());
+    let site_b = format!("[[site]]\nnames = [\"b.test\"]\nroot = \"{}\"\n", r.b.str());
+    let (cfg, path) = config_file(&format!("listen = \"127.0.0.1:0\"\nworkers = 1\n{site_a}"));
+    let mut s = serve(r.top, &["--config", &path]);
+    s.keep.extend([cfg, r.a, r.b]);
+    let mut kept = s.conn();
+    kept.send(b"GET /same.txt HTTP/1.1\r\nHost: b.test\r\n\r\n");
+    assert_eq!(kept.response().text(), "same path, site top\n");
+    std::fs::write(
+        &path,
+        format!("listen = \"127.0.0.1:0\"\nworkers = 1\n{site_a}{site_b}"),
+    )
+    .unwrap();
+    s.signal(libc::SIGHUP);
+    let applied = poll(Duration::from_secs(5), || {
+        (get_host(&s, "/same.txt", "b.test").text() == "same path, site b\n").then_some(())
+    });
+    assert!(applied.is_some(), "site b not added by SIGHUP");
+    kept.send(b"GET /same.txt HTTP/1.1\r\nHost: b.test\r\n\r\n");
+    assert_eq!(kept.response().text(), "same path, site b\n");
+    assert_eq!(
+        get_host(&s, "/same.txt", "a.test").text(),
+        "same path, site a\n"
+    );
+}
