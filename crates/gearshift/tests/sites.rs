@@ -275,7 +275,7 @@ fn check_config_refuses_bad_sites_in_one_line() {
 }
 
 #[test]
-fn sighup_adds_a_site_and_a_kept_connection_sees_it() {
+fn sighup_adds_a_site_and_kept_connections_are_still_answered() {
     let r = roots();
     let site_a = format!("[[site]]\nnames = [\"a.test\"]\nroot = \"{}\"\n", r.a.str());
     let site_b = format!("[[site]]\nnames = [\"b.test\"]\nroot = \"{}\"\n", r.b.str());
@@ -295,8 +295,15 @@ fn sighup_adds_a_site_and_a_kept_connection_sees_it() {
         (get_host(&s, "/same.txt", "b.test").text() == "same path, site b\n").then_some(())
     });
     assert!(applied.is_some(), "site b not added by SIGHUP");
+    // The kept connection is answered still; by the new sites where the connection picks
+    // up the new generation (threads, event loops), by the old where a child of the old
+    // generation finishes its connections (`worker`, as Apache's graceful restart).
     kept.send(b"GET /same.txt HTTP/1.1\r\nHost: b.test\r\n\r\n");
-    assert_eq!(kept.response().text(), "same path, site b\n");
+    let text = kept.response().text();
+    assert!(
+        text == "same path, site b\n" || text == "same path, site top\n",
+        "{text}"
+    );
     assert_eq!(
         get_host(&s, "/same.txt", "a.test").text(),
         "same path, site a\n"
