@@ -309,3 +309,35 @@ fn sighup_adds_a_site_and_kept_connections_are_still_answered() {
         "same path, site a\n"
     );
 }
+
+#[test]
+fn each_site_has_its_own_proxy_routes() {
+    let up =
+        Upstream::start(|_| b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\nfrom the api".to_vec());
+    let r = roots();
+    let (cfg, path) = config_file(&format!(
+        "listen = \"127.0.0.1:0\"\nworkers = 1\n\
+         [[site]]\nnames = [\"a.test\"]\nroot = \"{}\"\n\
+         [[site.proxy.route]]\nprefix = \"/api/\"\nupstream = \"api\"\n\
+         [[site.proxy.upstream]]\nname = \"api\"\nservers = [\"{}\"]\n\
+         [[site]]\nnames = [\"b.test\"]\nroot = \"{}\"\n",
+        r.a.str(),
+        up.addr,
+        r.b.str()
+    ));
+    let mut s = serve(r.top, &["--config", &path]);
+    s.keep.extend([cfg, r.a, r.b]);
+    // Twice on one connection: the event engine runs bodiless proxied requests in its loop.
+    let mut c = s.conn();
+    for _ in 0..2 {
+        c.send(b"GET /api/x HTTP/1.1\r\nHost: a.test\r\n\r\n");
+        assert_eq!(c.response().text(), "from the api");
+    }
+    assert_eq!(get_host(&s, "/api/x", "b.test").status, 404);
+    assert_eq!(get_host(&s, "/api/x", "other").status, 404);
+    assert_eq!(
+        up.seen.lock().unwrap().len(),
+        2,
+        "only site a's requests went upstream"
+    );
+}
