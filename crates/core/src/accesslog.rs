@@ -33,6 +33,10 @@ pub enum LogFormat {
     Common,
     /// Apache Combined Log Format (Common plus referer and user agent).
     Combined,
+    /// Apache's `vhost_combined`: the site (`[[site]]`'s first name; `-` without sites)
+    /// before Combined.
+    #[serde(rename = "vhost_combined")]
+    VhostCombined,
     /// One JSON object per line.
     Json,
 }
@@ -60,6 +64,9 @@ pub struct Record<'a> {
     pub user_agent: Option<&'a [u8]>,
     /// Time taken to answer, in microseconds.
     pub duration_us: u64,
+    /// The site that answered (`[[site]]`'s first name, `_` for the top-level
+    /// configuration); None when no sites are configured.
+    pub site: Option<&'a str>,
 }
 
 /// Appends one log line for `rec`, ending in `'\n'`, to `buf`.
@@ -71,7 +78,11 @@ fn format_with(buf: &mut Vec<u8>, fmt: LogFormat, rec: &Record, time: &mut TimeC
     time.set(rec.time_unix);
     let ip = canonical_ip(rec.remote);
     match fmt {
-        LogFormat::Common | LogFormat::Combined => {
+        LogFormat::Common | LogFormat::Combined | LogFormat::VhostCombined => {
+            if fmt == LogFormat::VhostCombined {
+                clf_escape(buf, rec.site.unwrap_or("-").as_bytes());
+                buf.push(b' ');
+            }
             let _ = write!(buf, "{ip} - - [{}] \"", time.clf);
             clf_escape(buf, rec.method);
             buf.push(b' ');
@@ -84,7 +95,7 @@ fn format_with(buf: &mut Vec<u8>, fmt: LogFormat, rec: &Record, time: &mut TimeC
             } else {
                 let _ = write!(buf, "{}", rec.bytes);
             }
-            if fmt == LogFormat::Combined {
+            if fmt != LogFormat::Common {
                 for field in [rec.referer, rec.user_agent] {
                     buf.extend_from_slice(b" \"");
                     match field {
@@ -110,6 +121,10 @@ fn format_with(buf: &mut Vec<u8>, fmt: LogFormat, rec: &Record, time: &mut TimeC
                     Some(v) => json_string(buf, v),
                     None => buf.extend_from_slice(b"null"),
                 }
+            }
+            if let Some(site) = rec.site {
+                buf.extend_from_slice(b",\"site\":");
+                json_string(buf, site.as_bytes());
             }
             let _ = write!(buf, ",\"duration_us\":{}}}", rec.duration_us);
         }

@@ -18,6 +18,7 @@ fn rec<'a>() -> Record<'a> {
         referer: Some(b"http://www.example.com/start.html"),
         user_agent: Some(b"Mozilla/4.08 [en] (Win98; I ;Nav)"),
         duration_us: 1234,
+        site: None,
     }
 }
 
@@ -90,6 +91,23 @@ fn combined_format() {
         line(LogFormat::Combined, &r),
         "127.0.0.1 - - [10/Oct/2000:13:55:36 +0000] \"GET /apache_pb.gif?x=1 HTTP/1.1\" 200 2326 \"-\" \"-\"\n"
     );
+}
+
+#[test]
+fn the_site_is_logged_first_in_vhost_combined_and_as_a_json_field() {
+    let r = Record {
+        site: Some("a.example"),
+        ..rec()
+    };
+    assert_eq!(
+        line(LogFormat::VhostCombined, &r),
+        "a.example 127.0.0.1 - - [10/Oct/2000:13:55:36 +0000] \"GET /apache_pb.gif?x=1 HTTP/1.1\" \
+         200 2326 \"http://www.example.com/start.html\" \"Mozilla/4.08 [en] (Win98; I ;Nav)\"\n"
+    );
+    assert!(line(LogFormat::VhostCombined, &rec()).starts_with("- 127.0.0.1 "));
+    assert!(line(LogFormat::Json, &r).ends_with(",\"site\":\"a.example\",\"duration_us\":1234}\n"));
+    assert!(!line(LogFormat::Json, &rec()).contains("site"));
+    assert!(!line(LogFormat::Combined, &r).contains("a.example"));
 }
 
 #[test]
@@ -549,6 +567,7 @@ proptest! {
             referer: referer.as_deref(),
             user_agent: user_agent.as_deref(),
             duration_us,
+            site: None,
         };
         check_lines(&r);
     }

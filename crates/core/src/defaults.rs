@@ -280,3 +280,38 @@ pub mod proxy {
     /// is Off by default.)
     pub const VIA: bool = true;
 }
+
+/// On-the-fly compression of static files (`[compression]`, issue 19).
+pub mod compression {
+    /// Off unless asked for: nginx's `gzip off` and Caddy's file server without `encode`
+    /// send identity; so do the benchmarks against them.
+    pub const ENABLED: bool = false;
+    /// zlib's default level (Z_DEFAULT_COMPRESSION = 6), Apache mod_deflate's
+    /// DeflateCompressionLevel default. A variant is compressed once and then cached, so
+    /// more than nginx's `gzip_comp_level 1` pays.
+    pub const GZIP_LEVEL: u32 = 6;
+    /// ngx_brotli's `brotli_comp_level 6` (quality 0-11).
+    pub const BROTLI_LEVEL: u32 = 6;
+    /// Smaller files are sent as they are: Caddy's `encode` `minimum_length 512` (nginx's
+    /// `gzip_min_length 20` compresses even a few bytes, which a gzip header outweighs).
+    pub const MIN_LENGTH: u64 = 512;
+    /// Larger files are sent identity (with sendfile): a variant is compressed whole in
+    /// memory and must fit the object cache's per-shard budget (64 MiB / 16 = 4 MiB) to be
+    /// kept, so a miss costs at most one compression of 1 MiB (some 20 ms at level 6). Ours.
+    pub const MAX_LENGTH: u64 = 1024 * 1024;
+    /// Types compressed (essence; `text/*` covers a top-level type): Caddy `encode`'s
+    /// default match list (text/*, JSON, JavaScript, XHTML, Atom, RSS, WASM, SVG) plus XML
+    /// and the web manifest. Images, archives and video are compressed already.
+    pub const TYPES: &[&str] = &[
+        "text/*",
+        "application/json",
+        "application/javascript",
+        "application/xml",
+        "application/xhtml+xml",
+        "application/atom+xml",
+        "application/rss+xml",
+        "application/manifest+json",
+        "application/wasm",
+        "image/svg+xml",
+    ];
+}

@@ -231,10 +231,13 @@ fn serve(
             log: &log,
             static_files: &StaticConfig::default(),
             cache: &CacheConfig::default(),
+            compression: &Default::default(),
             cgi: &cgi,
             fastcgi: &fastcgi,
             work: &work,
             proxy: &proxy,
+            sites: &[],
+            unknown_host: gearshift_handlers::sites::UnknownHost::Default,
         },
         None,
     )?;

@@ -89,6 +89,10 @@ struct ServeArgs {
     /// Disable the in-memory object cache.
     #[arg(long)]
     no_cache: bool,
+    /// Compress text files on the fly (gzip, brotli) for clients that accept it
+    /// (`[compression] enabled`; off by default, as nginx's gzip).
+    #[arg(long)]
+    compress: bool,
     /// Admin interface (status and live knobs): IP:PORT or a Unix socket path.
     #[arg(long, env = "GEARSHIFT_ADMIN")]
     admin: Option<String>,
@@ -186,8 +190,11 @@ fn parse_format(s: &str) -> Result<LogFormat, String> {
     match s {
         "common" => Ok(LogFormat::Common),
         "combined" => Ok(LogFormat::Combined),
+        "vhost_combined" => Ok(LogFormat::VhostCombined),
         "json" => Ok(LogFormat::Json),
-        _ => Err(format!("'{s}' is not one of common, combined, json")),
+        _ => Err(format!(
+            "'{s}' is not one of common, combined, vhost_combined, json"
+        )),
     }
 }
 
@@ -247,6 +254,7 @@ fn load_config(a: &ServeArgs) -> Result<Config, String> {
     if a.no_cache {
         c.cache.enabled = false;
     }
+    c.compression.enabled |= a.compress;
     // Absolute root, so the banner and reloads do not depend on the working directory.
     if let Ok(abs) = std::fs::canonicalize(&c.root) {
         c.root = abs;

@@ -427,6 +427,7 @@ fn help_lists_the_options() {
         "--hidden",
         "--cache-control",
         "--no-cache",
+        "--compress",
     ] {
         assert!(out.contains(flag), "serve --help lacks {flag}");
     }

@@ -66,21 +66,23 @@ fn dispatch(
     out: &mut Out,
     depth: usize,
 ) -> Outcome {
-    let served = match svc.route(head) {
-        Route::Static => Some(Served::Done(out.answer(|b, ctx| svc.handle(head, ctx, b)))),
-        Route::Work => svc
+    // The request's site (None, misdirected, routes Static: `handle` answers 421).
+    let site = svc.site(head);
+    let served = match (svc.route(head), site) {
+        (Route::Static, _) | (_, None) => {
+            Some(Served::Done(out.answer(|b, ctx| svc.handle(head, ctx, b))))
+        }
+        (Route::Work, _) => svc
             .work
             .as_ref()
             .map(|w| Served::Done(work::serve(w, head, body, out))),
-        Route::Cgi => svc
+        (Route::Cgi, Some(s)) => s
             .cgi
-            .as_ref()
-            .map(|c| c.serve(svc.files.root(), head, peers, body, out)),
-        Route::FastCgi => svc
+            .map(|c| c.serve(s.files.root(), head, peers, body, out)),
+        (Route::FastCgi, Some(s)) => s
             .fastcgi
-            .as_ref()
-            .map(|f| f.serve(svc.files.root(), head, peers, body, out)),
-        Route::Proxy => Some(Served::Done(match &svc.proxy {
+            .map(|f| f.serve(s.files.root(), head, peers, body, out)),
+        (Route::Proxy, Some(s)) => Some(Served::Done(match s.proxy {
             Some(p) => p.serve(head, peers, body, out),
             None => out.error(404, &[], false),
         })),

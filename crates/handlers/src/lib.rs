@@ -20,6 +20,7 @@ pub mod files;
 pub mod proxy;
 pub mod scripts;
 pub mod service;
+pub mod sites;
 pub mod stream;
 pub mod work;
 

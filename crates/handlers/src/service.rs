@@ -6,9 +6,11 @@
 use crate::cgi::{Cgi, CgiConfig};
 use crate::dispatch::Route;
 use crate::fastcgi::{FastCgi, FastCgiConfig};
+use crate::files::compress::CompressionConfig;
 use crate::files::config::{CacheConfig, StaticConfig};
-use crate::files::StaticFiles;
+use crate::files::{Common, StaticFiles};
 use crate::proxy::{Proxy, ProxyConfig};
+use crate::sites::{self, Choice, HostTable, Parts, Site, SiteConfig, UnknownHost};
 use crate::stream::spool::Buffering;
 use crate::work::WorkConfig;
 use gearshift_core::accesslog::{Destination, LogFormat, Sink};
@@ -30,10 +32,14 @@ pub struct ServiceConfig<'a> {
     pub log: &'a LogConfig,
     pub static_files: &'a StaticConfig,
     pub cache: &'a CacheConfig,
+    pub compression: &'a CompressionConfig,
     pub cgi: &'a CgiConfig,
     pub fastcgi: &'a FastCgiConfig,
     pub work: &'a WorkConfig,
     pub proxy: &'a ProxyConfig,
+    /// `[[site]]` tables (empty: the top-level configuration answers every host).
+    pub sites: &'a [SiteConfig],
+    pub unknown_host: UnknownHost,
 }
 
 pub struct Service {
@@ -66,13 +72,27 @@ pub struct Service {
     pub work: Option<WorkConfig>,
     /// Request and response buffering of CGI, FastCGI and the proxy, in that order.
     buffering: [Buffering; 3],
+    /// `[[site]]`s; the fields above (`files`, `cgi`, `fastcgi`, `proxy`) are the
+    /// top-level configuration's site.
+    pub sites: Vec<Site>,
+    hosts: HostTable,
+    /// The access log's names of the top-level site and of misdirected requests.
+    top_name: Arc<str>,
+    misdirected_name: Arc<str>,
 }
 
 impl Service {
     /// Build from validated sections. `previous` lets a reload keep the open log sink when
     /// its destination did not change (and the handlers' server-wide counts).
     pub fn new(config: ServiceConfig, previous: Option<&Service>) -> Result<Service, String> {
-        let files = StaticFiles::new(config.root, config.static_files, config.cache)
+        // One cache and one set of compression counters for every site (the counters carry
+        // over a reload).
+        let common = Common::new(
+            config.cache,
+            config.compression,
+            previous.map(|p| p.files.compression_stats()),
+        );
+        let files = StaticFiles::with_common(config.root, config.static_files, &common, Vec::new())
             .map_err(|e| format!("root: {}: {e}", config.root.display()))?;
         let log = match config.log.access.as_str() {
             "off" => None,
@@ -103,7 +123,17 @@ impl Service {
             previous.and_then(|p| p.fastcgi.as_ref()),
         );
         let proxy = Proxy::new(config.proxy, previous.and_then(|p| p.proxy.as_ref()));
+        let sites = config
+            .sites
+            .iter()
+            .enumerate()
+            .map(|(i, s)| build_site(i, s, &config, &common, previous))
+            .collect::<Result<Vec<_>, String>>()?;
         Ok(Service {
+            hosts: HostTable::new(config.sites, config.unknown_host),
+            sites,
+            top_name: Arc::from(sites::TOP_LEVEL_NAME),
+            misdirected_name: Arc::from("-"),
             root: config.root.to_path_buf(),
             cgi,
             fastcgi,
@@ -141,10 +171,13 @@ impl Service {
                 log: &log,
                 static_files: &StaticConfig::default(),
                 cache: &CacheConfig::default(),
+                compression: &CompressionConfig::default(),
                 cgi: &CgiConfig::default(),
                 fastcgi: &FastCgiConfig::default(),
                 work: &WorkConfig::default(),
                 proxy: &ProxyConfig::default(),
+                sites: &[],
+                unknown_host: UnknownHost::Default,
             },
             None,
         )
@@ -169,6 +202,42 @@ impl Service {
         self.trusted_proxies.is_empty() || proxied::trusted(&self.trusted_proxies, peer.ip())
     }
 
+    /// The top-level configuration's handlers.
+    fn top(&self) -> Parts<'_> {
+        Parts {
+            files: &self.files,
+            cgi: self.cgi.as_ref(),
+            fastcgi: self.fastcgi.as_ref(),
+            proxy: self.proxy.as_ref(),
+        }
+    }
+
+    /// The handlers of the site `req` is for (by its Host); None: a host no site names,
+    /// refused with 421 (`unknown_host = "421"`).
+    pub fn site(&self, req: &RequestHead) -> Option<Parts<'_>> {
+        if self.sites.is_empty() {
+            return Some(self.top());
+        }
+        match self.hosts.choose(req.host) {
+            Choice::TopLevel => Some(self.top()),
+            Choice::Site(i) => Some(self.sites[i].parts()),
+            Choice::Misdirected => None,
+        }
+    }
+
+    /// The site's name for the access log: None without `[[site]]`s, `_` for the
+    /// top-level configuration, `-` for a misdirected request.
+    pub fn site_name(&self, req: &RequestHead) -> Option<&Arc<str>> {
+        if self.sites.is_empty() {
+            return None;
+        }
+        Some(match self.hosts.choose(req.host) {
+            Choice::TopLevel => &self.top_name,
+            Choice::Site(i) => &self.sites[i].name,
+            Choice::Misdirected => &self.misdirected_name,
+        })
+    }
+
     /// Which handler answers `req`: static files in place, or a dynamic exchange.
     pub fn route(&self, req: &RequestHead) -> Route {
         if self
@@ -178,13 +247,17 @@ impl Service {
         {
             return Route::Work;
         }
-        if self.proxy.as_ref().is_some_and(|p| p.matches(req)) {
+        // A misdirected request is answered in place (421, by `handle`).
+        let Some(site) = self.site(req) else {
+            return Route::Static;
+        };
+        if site.proxy.is_some_and(|p| p.matches(req)) {
             return Route::Proxy;
         }
-        if matches!(&self.cgi, Some(cgi) if cgi.matches(req.path)) {
+        if site.cgi.is_some_and(|cgi| cgi.matches(req.path)) {
             return Route::Cgi;
         }
-        match &self.fastcgi {
+        match site.fastcgi {
             Some(f) if f.matches(req.path) => Route::FastCgi,
             _ => Route::Static,
         }
@@ -221,6 +294,49 @@ impl Service {
     /// Answer one request in place: the static-file handler. Dynamic requests
     /// (`is_dynamic`) are answered by `dispatch::respond` instead.
     pub fn handle(&self, req: &RequestHead, ctx: &Ctx, out: &mut Batch) -> Outcome {
-        self.files.serve(req, ctx, out)
+        match self.site(req) {
+            Some(site) => site.files.serve(req, ctx, out),
+            None => gearshift_core::respond::error(out, ctx, 421, &[]),
+        }
     }
+}
+
+/// Site number `i` of `config` ready to serve: its files in the generation's one cache
+/// (under its own key prefix), its handlers keeping a previous generation's state when the
+/// site of the same name had them.
+fn build_site(
+    i: usize,
+    cfg: &SiteConfig,
+    config: &ServiceConfig,
+    common: &Common,
+    previous: Option<&Service>,
+) -> Result<Site, String> {
+    let static_cfg = cfg.static_files(config.static_files);
+    let at = format!("site {}", cfg.name());
+    let files = StaticFiles::with_common(
+        &cfg.root,
+        &static_cfg,
+        common,
+        format!("\0{i}\0").into_bytes(),
+    )
+    .map_err(|e| format!("{at}: root: {}: {e}", cfg.root.display()))?;
+    let before = previous.and_then(|p| p.sites.iter().find(|s| *s.name == *cfg.name()));
+    Ok(Site {
+        name: Arc::from(cfg.name()),
+        root: cfg.root.clone(),
+        cgi: Cgi::new(
+            &cfg.cgi,
+            &static_cfg,
+            &cfg.root,
+            before.and_then(|p| p.cgi.as_ref()),
+        ),
+        fastcgi: FastCgi::new(
+            &cfg.fastcgi,
+            &static_cfg,
+            &cfg.root,
+            before.and_then(|p| p.fastcgi.as_ref()),
+        ),
+        proxy: Proxy::new(&cfg.proxy, before.and_then(|p| p.proxy.as_ref())),
+        files,
+    })
 }

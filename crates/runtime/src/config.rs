@@ -17,8 +17,10 @@ pub use gearshift_engines::config::{
 };
 pub use gearshift_handlers::cgi::CgiConfig;
 pub use gearshift_handlers::fastcgi::FastCgiConfig;
+pub use gearshift_handlers::files::compress::CompressionConfig;
 pub use gearshift_handlers::files::config::{CacheConfig, StaticConfig};
 pub use gearshift_handlers::proxy::ProxyConfig;
+pub use gearshift_handlers::sites::{SiteConfig, UnknownHost};
 pub use gearshift_handlers::work::WorkConfig;
 use gearshift_handlers::ServiceConfig;
 use serde::{Deserialize, Serialize};
@@ -51,6 +53,8 @@ pub struct Config {
     #[serde(rename = "static")]
     pub static_files: StaticConfig,
     pub cache: CacheConfig,
+    /// On-the-fly gzip and brotli of static files.
+    pub compression: CompressionConfig,
     pub log: LogConfig,
     /// Knobs of the `threads` engine.
     pub threads: ThreadsConfig,
@@ -76,6 +80,13 @@ pub struct Config {
     pub control: crate::live::LiveConfig,
     /// The reverse proxy (`[[proxy.route]]`, `[[proxy.upstream]]`).
     pub proxy: ProxyConfig,
+    /// A request for a host no `[[site]]` names: `default` (the default site answers, as
+    /// nginx's default server) or `421` (Misdirected Request).
+    pub unknown_host: UnknownHost,
+    /// Virtual hosts (`[[site]]`), chosen by the request's Host; the configuration outside
+    /// them is the site answering other hosts.
+    #[serde(rename = "site", skip_serializing_if = "Vec::is_empty")]
+    pub sites: Vec<SiteConfig>,
 }
 
 impl Default for Config {
@@ -93,6 +104,7 @@ impl Default for Config {
             http: HttpConfig::default(),
             static_files: StaticConfig::default(),
             cache: CacheConfig::default(),
+            compression: CompressionConfig::default(),
             log: LogConfig::default(),
             threads: ThreadsConfig::default(),
             pool: PoolConfig::default(),
@@ -106,6 +118,8 @@ impl Default for Config {
             work: WorkConfig::default(),
             control: crate::live::LiveConfig::default(),
             proxy: ProxyConfig::default(),
+            unknown_host: UnknownHost::Default,
+            sites: Vec::new(),
         }
     }
 }
@@ -161,11 +175,13 @@ impl Config {
         self.http.validate()?;
         self.static_files.validate()?;
         self.cache.validate()?;
+        self.compression.validate()?;
         self.log.validate()?;
         self.fastcgi.validate()?;
         self.cgi.validate()?;
         self.work.validate()?;
-        self.proxy.validate()
+        self.proxy.validate()?;
+        gearshift_handlers::sites::validate(&self.sites, &self.static_files)
     }
 
     pub fn listen_addr(&self) -> Result<SocketAddr, String> {
@@ -182,10 +198,13 @@ impl Config {
             log: &self.log,
             static_files: &self.static_files,
             cache: &self.cache,
+            compression: &self.compression,
             cgi: &self.cgi,
             fastcgi: &self.fastcgi,
             work: &self.work,
             proxy: &self.proxy,
+            sites: &self.sites,
+            unknown_host: self.unknown_host,
         }
     }
 
@@ -263,6 +282,38 @@ mod tests {
             all.lines().filter(|l| l.contains(" = ")).count(),
             "every option documented"
         );
+    }
+
+    #[test]
+    fn sites_parse_validate_and_round_trip() {
+        let dir = std::env::temp_dir();
+        let text = format!(
+            "unknown_host = \"421\"\n[compression]\nenabled = true\n\
+             [[site]]\nnames = [\"a.test\"]\nroot = {dir:?}\nlisting = true\n[site.cgi]\ndirs = [\"/cgi-bin\"]\n\
+             [[site]]\nnames = [\"*.b.test\"]\nroot = {dir:?}\ndefault = true\n[[site.proxy.route]]\nupstream = \"u\"\n\
+             [[site.proxy.upstream]]\nname = \"u\"\nservers = [\"127.0.0.1:9\"]\n"
+        );
+        let mut c = Config::from_toml(&text).unwrap();
+        c.root = dir;
+        assert_eq!(c.unknown_host, UnknownHost::Misdirected);
+        assert_eq!(c.sites.len(), 2);
+        assert_eq!(c.sites[0].cgi.dirs, ["/cgi-bin"]);
+        assert_eq!(c.sites[1].proxy.routes.len(), 1);
+        assert!(c.sites[1].default && c.compression.enabled);
+        assert_eq!(c.validate(), Ok(()));
+        let again = Config::from_toml(&toml::to_string(&c).unwrap()).unwrap();
+        assert_eq!(again, c);
+        c.sites[1].names.push("A.TEST".into());
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .starts_with("site *.b.test: names:"));
+        c.sites[1].names.pop();
+        c.compression.gzip_level = 10;
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .starts_with("compression.gzip_level"));
     }
 
     #[test]

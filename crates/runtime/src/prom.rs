@@ -31,6 +31,8 @@ pub(crate) struct Scrape {
     pub connections_established: u64,
     /// System-wide TcpExt ListenOverflows (a counter since boot).
     pub listen_overflows: u64,
+    /// On-the-fly compression of static files.
+    pub compression: gearshift_handlers::files::compress::StatsSnapshot,
 }
 
 /// The standard `process_*` figures, read at scrape time.
@@ -173,6 +175,21 @@ impl Collector for Scrape {
                 "gearshift_spooled_responses",
                 "responses held in a temporary file for a slow reader",
                 g.spooled_responses,
+            ),
+            (
+                "gearshift_compressed_responses",
+                "200 responses sent gzip or br encoded on the fly",
+                self.compression.responses,
+            ),
+            (
+                "gearshift_compression_saved_bytes",
+                "body bytes those responses did not send (identity length minus encoded)",
+                self.compression.saved_bytes,
+            ),
+            (
+                "gearshift_compressions",
+                "files compressed (a variant missing from the cache)",
+                self.compression.encodes,
             ),
         ] {
             counter(&mut e, name, help, v)?;
@@ -410,6 +427,11 @@ mod tests {
             process: Process::read(),
             connections_established: 3,
             listen_overflows: 0,
+            compression: gearshift_handlers::files::compress::StatsSnapshot {
+                responses: 4,
+                saved_bytes: 1000,
+                encodes: 1,
+            },
         });
         assert!(text.ends_with("# EOF\n"), "{text}");
         let v = parse(&text);
@@ -417,6 +439,9 @@ mod tests {
         assert_eq!(v["gearshift_closed_too_slow_total{reason=\"head\"}"], 1.0);
         assert_eq!(v["gearshift_closed_too_slow_total{reason=\"body\"}"], 0.0);
         assert_eq!(v["gearshift_panics_total"], 1.0);
+        assert_eq!(v["gearshift_compressed_responses_total"], 4.0);
+        assert_eq!(v["gearshift_compression_saved_bytes_total"], 1000.0);
+        assert_eq!(v["gearshift_compressions_total"], 1.0);
         assert_eq!(v["gearshift_requests_total"], 2.0);
         assert_eq!(v["gearshift_responses_total{class=\"2xx\"}"], 1.0);
         assert_eq!(v["gearshift_responses_total{class=\"4xx\"}"], 1.0);

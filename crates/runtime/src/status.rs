@@ -69,6 +69,7 @@ impl State {
                 self.port,
             ),
             listen_overflows: gearshift_core::metrics::procfs::listen_overflows(),
+            compression: shared.service.load().files.compression_stats().snapshot(),
         })
     }
 }

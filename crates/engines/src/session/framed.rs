@@ -119,6 +119,7 @@ impl Session {
                         exchange: None,
                         client: svc.client(&head, self.peer),
                         body,
+                        site: svc.site_name(&head).cloned(),
                     }));
                     if !buffering {
                         return (pos, Stop::Dynamic);

@@ -78,6 +78,8 @@ pub struct DynamicRequest {
     /// The body, read whole before the exchange (request buffering): `Stop::Dynamic` is
     /// reported once it has all arrived.
     pub body: Option<Box<BodySpool>>,
+    /// The site answering it, for the access log (None without `[[site]]`s).
+    pub site: Option<std::sync::Arc<str>>,
 }
 
 impl DynamicRequest {
@@ -233,6 +235,7 @@ impl Session {
                         seen,
                         client: svc.client(&head, self.peer),
                         body,
+                        site: svc.site_name(&head).cloned(),
                     }));
                     if !buffering {
                         return (pos, Stop::Dynamic);
@@ -355,7 +358,10 @@ impl Session {
             seen,
             outcome,
             keep_alive,
-            svc.client(head, self.peer),
+            (
+                svc.client(head, self.peer),
+                svc.site_name(head).map(|s| &**s),
+            ),
             w,
         );
     }
@@ -368,7 +374,7 @@ impl Session {
         svc: &Service,
         w: &ThreadCtx,
     ) -> Option<Box<gearshift_handlers::proxy::LoopExchange>> {
-        let proxy = svc.proxy.as_ref().filter(|_| self.proxy_in_loop)?;
+        let proxy = svc.site(head)?.proxy.filter(|_| self.proxy_in_loop)?;
         if svc.route(head) != gearshift_handlers::Route::Proxy {
             return None;
         }
@@ -433,16 +439,25 @@ impl Session {
             );
             c.completed(now.saturating_sub(req.seen.started_us));
         }
-        self.log_answer(head, req.seen, outcome, keep_alive, req.client, w);
+        self.log_answer(
+            head,
+            req.seen,
+            outcome,
+            keep_alive,
+            (req.client, req.site.as_deref()),
+            w,
+        );
     }
 
+    /// `(client, site)`: who asked (peer, or the client behind a trusted proxy) and which
+    /// site answered (None without `[[site]]`s).
     fn log_answer(
         &mut self,
         head: Option<&RequestHead>,
         seen: Seen,
         outcome: respond::Outcome,
         keep_alive: bool,
-        client: SocketAddr,
+        (client, site): (SocketAddr, Option<&str>),
         w: &mut ThreadCtx,
     ) {
         w.requests += 1;
@@ -460,6 +475,7 @@ impl Session {
                 // From the head's first byte to the answer being queued, at the worker
                 // clock's millisecond resolution.
                 duration_us: w.now_ms.saturating_sub(seen.started_ms) * 1000,
+                site,
             });
         }
         if !keep_alive {
@@ -496,6 +512,7 @@ impl Session {
                 referer: None,
                 user_agent: None,
                 duration_us: 0,
+                site: None,
             });
         }
         self.close_after_write = true;

@@ -11,8 +11,13 @@
 //! A lookup hashes its key once (the shard comes from the same hash as the probe, through
 //! hashbrown's `HashTable`) with foldhash instead of SipHash twice: this is on every static
 //! request's path. Keys are paths of files that exist (nothing else is cached), so clients
-//! cannot choose colliding keys; the hasher is seeded per cache all the same.
+//! cannot choose colliding keys; the hasher is seeded per cache all the same. Every site of
+//! a configuration shares one cache (`Common`); a `[[site]]`'s keys start with `\0N\0`
+//! (paths never hold a NUL), so no site is answered from another's entries, and variants
+//! (precompressed siblings, compressed on the fly) append their own `\0` suffix.
 
+use crate::files::compress::{CompressionConfig, Stats};
+use crate::files::config::CacheConfig;
 use crate::files::entry::Entry;
 use hashbrown::{DefaultHashBuilder, HashTable};
 use std::hash::BuildHasher;
@@ -174,6 +179,43 @@ impl Cache {
 fn forget(shard: &mut Shard, e: &Entry) {
     shard.bytes -= e.weight();
     shard.fds -= usize::from(e.file.is_some());
+}
+
+/// What every site of one configuration generation shares: the object cache and its
+/// configuration, on-the-fly compression and its counters.
+#[derive(Clone)]
+pub struct Common {
+    pub cache_cfg: CacheConfig,
+    pub cache: Option<Arc<Cache>>,
+    pub compression: CompressionConfig,
+    pub stats: &'static Stats,
+}
+
+impl Common {
+    /// A new cache as `cache_cfg` asks; `stats` from the previous generation if any.
+    pub fn new(
+        cache_cfg: &CacheConfig,
+        compression: &CompressionConfig,
+        stats: Option<&'static Stats>,
+    ) -> Common {
+        Common {
+            cache_cfg: cache_cfg.clone(),
+            cache: new_cache(cache_cfg),
+            compression: compression.clone(),
+            stats: stats.unwrap_or_else(Stats::new_shared),
+        }
+    }
+}
+
+/// The object cache `cache_cfg` asks for (None when it is off).
+pub fn new_cache(cache_cfg: &CacheConfig) -> Option<Arc<Cache>> {
+    cache_cfg.enabled.then(|| {
+        let nofile = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+            .current
+            .unwrap_or(u64::MAX);
+        let fds = (cache_cfg.max_open_files as u64).min(nofile / 8) as usize;
+        Arc::new(Cache::new(cache_cfg.max_bytes, cache_cfg.max_entries).with_max_fds(fds))
+    })
 }
 
 #[cfg(test)]

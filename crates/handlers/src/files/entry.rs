@@ -18,7 +18,10 @@ pub struct Entry {
     /// Path of the file actually read, relative to the root (index files and precompressed
     /// siblings differ from the request path).
     pub fs_rel: Vec<u8>,
+    /// The file's stat (of `fs_rel`; for a variant compressed on the fly, its source's).
     pub meta: Meta,
+    /// Body length (the file's size, or the compressed variant's).
+    pub len: u64,
     pub coding: Coding,
     /// Entity tag with quotes; distinct per coding.
     pub etag: Bytes,
@@ -37,6 +40,10 @@ pub struct Entry {
     /// Precompressed siblings seen when this identity entry was (re)validated.
     pub has_br: bool,
     pub has_gz: bool,
+    /// An identity entry that is compressed on the fly for clients that accept it.
+    pub compressible: bool,
+    /// A variant compressed on the fly: the identity body's length.
+    pub encoded_from: Option<u64>,
     /// Monotonic ms of the last stat that confirmed this entry.
     pub validated_ms: AtomicU64,
     /// Monotonic ms of the last use (sampled-LRU eviction).
@@ -46,8 +53,62 @@ pub struct Entry {
 /// What the representation headers depend on besides the file.
 pub struct HeaderOptions<'a> {
     pub cache_control: &'a str,
-    /// Send `Vary: Accept-Encoding` (the resource has precompressed variants).
+    /// Send `Vary: Accept-Encoding` (the resource has precompressed or compressed variants).
     pub vary: bool,
+}
+
+/// The three prebuilt header blocks of a representation.
+struct Heads {
+    rep: Vec<u8>,
+    ok: Vec<u8>,
+    not_modified: Vec<u8>,
+}
+
+fn heads(
+    meta: &Meta,
+    etag: &str,
+    coding: Coding,
+    content_type: &str,
+    opts: &HeaderOptions,
+    len: u64,
+) -> Heads {
+    // RFC 9110 8.8.2.1: a modification time in the future is sent as the present (and
+    // one past year 9999 cannot be written as an HTTP-date at all: issue 17's panic).
+    let mtime = meta.mtime_secs().min(gearshift_core::lifecycle::unix_now());
+    let last_modified = gearshift_http::date::fmt(mtime);
+    let mut rep = Vec::with_capacity(256);
+    header(&mut rep, "Last-Modified", last_modified.as_bytes());
+    header(&mut rep, "ETag", etag.as_bytes());
+    header(&mut rep, "Accept-Ranges", b"bytes");
+    if let Some(enc) = coding.header_value() {
+        header(&mut rep, "Content-Encoding", enc.as_bytes());
+    }
+    if opts.vary {
+        header(&mut rep, "Vary", b"Accept-Encoding");
+    }
+    if !opts.cache_control.is_empty() {
+        header(&mut rep, "Cache-Control", opts.cache_control.as_bytes());
+    }
+    let mut ok = Vec::with_capacity(rep.len() + 64);
+    header(&mut ok, "Content-Type", content_type.as_bytes());
+    ok.extend_from_slice(&rep);
+    header_u64(&mut ok, "Content-Length", len);
+    ok.extend_from_slice(b"\r\n");
+    let mut nm = Vec::with_capacity(128);
+    header(&mut nm, "Last-Modified", last_modified.as_bytes());
+    header(&mut nm, "ETag", etag.as_bytes());
+    if opts.vary {
+        header(&mut nm, "Vary", b"Accept-Encoding");
+    }
+    if !opts.cache_control.is_empty() {
+        header(&mut nm, "Cache-Control", opts.cache_control.as_bytes());
+    }
+    nm.extend_from_slice(b"\r\n");
+    Heads {
+        rep,
+        ok,
+        not_modified: nm,
+    }
 }
 
 impl Entry {
@@ -64,38 +125,7 @@ impl Entry {
         now_ms: u64,
     ) -> std::io::Result<Entry> {
         let etag = make_etag(&meta, coding);
-        // RFC 9110 8.8.2.1: a modification time in the future is sent as the present (and
-        // one past year 9999 cannot be written as an HTTP-date at all: issue 17's panic).
-        let mtime = meta.mtime_secs().min(gearshift_core::lifecycle::unix_now());
-        let last_modified = gearshift_http::date::fmt(mtime);
-        let mut rep = Vec::with_capacity(256);
-        header(&mut rep, "Last-Modified", last_modified.as_bytes());
-        header(&mut rep, "ETag", etag.as_bytes());
-        header(&mut rep, "Accept-Ranges", b"bytes");
-        if let Some(enc) = coding.header_value() {
-            header(&mut rep, "Content-Encoding", enc.as_bytes());
-        }
-        if opts.vary {
-            header(&mut rep, "Vary", b"Accept-Encoding");
-        }
-        if !opts.cache_control.is_empty() {
-            header(&mut rep, "Cache-Control", opts.cache_control.as_bytes());
-        }
-        let mut ok = Vec::with_capacity(rep.len() + 64);
-        header(&mut ok, "Content-Type", content_type.as_bytes());
-        ok.extend_from_slice(&rep);
-        header_u64(&mut ok, "Content-Length", meta.size);
-        ok.extend_from_slice(b"\r\n");
-        let mut nm = Vec::with_capacity(128);
-        header(&mut nm, "Last-Modified", last_modified.as_bytes());
-        header(&mut nm, "ETag", etag.as_bytes());
-        if opts.vary {
-            header(&mut nm, "Vary", b"Accept-Encoding");
-        }
-        if !opts.cache_control.is_empty() {
-            header(&mut nm, "Cache-Control", opts.cache_control.as_bytes());
-        }
-        nm.extend_from_slice(b"\r\n");
+        let h = heads(&meta, &etag, coding, &content_type, opts, meta.size);
 
         let (body, file) = if meta.size <= max_inline {
             let mut buf = Vec::with_capacity(meta.size as usize);
@@ -110,19 +140,80 @@ impl Entry {
         Ok(Entry {
             fs_rel,
             meta,
+            len: meta.size,
             coding,
             etag: Bytes::from(etag),
             content_type,
-            rep_headers: Bytes::from(rep),
-            ok_headers: Bytes::from(ok),
-            not_modified_headers: Bytes::from(nm),
+            rep_headers: Bytes::from(h.rep),
+            ok_headers: Bytes::from(h.ok),
+            not_modified_headers: Bytes::from(h.not_modified),
             body,
             file,
             has_br: false,
             has_gz: false,
+            compressible: false,
+            encoded_from: None,
             validated_ms: AtomicU64::new(now_ms),
             used_ms: AtomicU64::new(now_ms),
         })
+    }
+
+    /// The variant of identity entry `ident` whose body is `body`, encoded on the fly with
+    /// `coding`: the same file version (revalidated by the same stat), its own ETag (the
+    /// identity's with `-gzip` or `-br` inside the quotes) and `Vary: Accept-Encoding`.
+    pub fn encoded(
+        ident: &Entry,
+        coding: Coding,
+        body: Vec<u8>,
+        cache_control: &str,
+        now_ms: u64,
+    ) -> Entry {
+        let tag = &ident.etag[..ident.etag.len() - 1];
+        let suffix = match coding {
+            Coding::Gzip => "-gzip\"",
+            Coding::Br => "-br\"",
+            Coding::Identity => "\"",
+        };
+        let etag = format!("{}{suffix}", String::from_utf8_lossy(tag));
+        let opts = HeaderOptions {
+            cache_control,
+            vary: true,
+        };
+        let len = body.len() as u64;
+        let h = heads(&ident.meta, &etag, coding, &ident.content_type, &opts, len);
+        Entry {
+            fs_rel: ident.fs_rel.clone(),
+            meta: ident.meta,
+            len,
+            coding,
+            etag: Bytes::from(etag),
+            content_type: ident.content_type.clone(),
+            rep_headers: Bytes::from(h.rep),
+            ok_headers: Bytes::from(h.ok),
+            not_modified_headers: Bytes::from(h.not_modified),
+            body: Some(Bytes::from(body)),
+            file: None,
+            has_br: false,
+            has_gz: false,
+            compressible: false,
+            encoded_from: Some(ident.len),
+            validated_ms: AtomicU64::new(now_ms),
+            used_ms: AtomicU64::new(now_ms),
+        }
+    }
+
+    /// The whole identity body: the inlined bytes, or read from the open file.
+    pub fn read_all(&self) -> std::io::Result<Vec<u8>> {
+        if let Some(b) = &self.body {
+            return Ok(b.to_vec());
+        }
+        let Some(file) = &self.file else {
+            return Ok(Vec::new());
+        };
+        use std::os::unix::fs::FileExt;
+        let mut buf = vec![0; self.len as usize];
+        file.read_exact_at(&mut buf, 0)?;
+        Ok(buf)
     }
 
     /// Bytes this entry holds in memory (for the cache's byte bound).

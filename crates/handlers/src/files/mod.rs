@@ -4,14 +4,18 @@
 //! the cached body) or a sendfile region, so it costs no copy of the file.
 
 pub mod cache;
+pub mod compress;
 pub mod config;
 pub mod entry;
 pub mod fs;
 pub mod listing;
 pub mod mime;
+pub mod partial;
 pub mod path;
 
 use crate::files::cache::Cache;
+pub use crate::files::cache::{new_cache, Common};
+use compress::{CompressionConfig, Stats};
 use config::{CacheConfig, StaticConfig};
 use entry::{Entry, HeaderOptions};
 use fs::{Kind, Meta, OpenError, Root};
@@ -20,7 +24,6 @@ use gearshift_core::respond::{self, Ctx, Outcome};
 use gearshift_http::conditional::{self, Preconditions, Validators};
 use gearshift_http::encoding::{self, Coding};
 use gearshift_http::range::{self, ByteRange, Ranges};
-use gearshift_http::response::{header, header_u64};
 use gearshift_http::{Method, RequestHead};
 use path::{MappedPath, PathError, PathPolicy};
 use std::sync::atomic::Ordering;
@@ -30,9 +33,15 @@ use std::sync::Arc;
 pub struct StaticFiles {
     root: Root,
     cfg: StaticConfig,
-    cache: Option<Cache>,
+    /// Shared by every site of a configuration generation (one budget).
+    cache: Option<Arc<Cache>>,
+    /// Prepended to this site's cache keys (empty for the top-level site), so two sites'
+    /// files of the same path never answer for each other.
+    key_prefix: Vec<u8>,
     cache_cfg: CacheConfig,
     policy: PathPolicy,
+    compress: CompressionConfig,
+    stats: &'static Stats,
 }
 
 enum Found {
@@ -50,17 +59,26 @@ impl StaticFiles {
         cfg: &StaticConfig,
         cache_cfg: &CacheConfig,
     ) -> std::io::Result<StaticFiles> {
+        let common = Common::new(cache_cfg, &CompressionConfig::default(), None);
+        StaticFiles::with_common(root, cfg, &common, Vec::new())
+    }
+
+    /// A handler keeping its entries in the shared cache under keys starting with
+    /// `key_prefix` (one per site).
+    pub fn with_common(
+        root: &std::path::Path,
+        cfg: &StaticConfig,
+        common: &Common,
+        key_prefix: Vec<u8>,
+    ) -> std::io::Result<StaticFiles> {
         Ok(StaticFiles {
             root: Root::open(root, cfg.symlinks_outside_root)?,
             cfg: cfg.clone(),
-            cache: cache_cfg.enabled.then(|| {
-                let nofile = rustix::process::getrlimit(rustix::process::Resource::Nofile)
-                    .current
-                    .unwrap_or(u64::MAX);
-                let fds = (cache_cfg.max_open_files as u64).min(nofile / 8) as usize;
-                Cache::new(cache_cfg.max_bytes, cache_cfg.max_entries).with_max_fds(fds)
-            }),
-            cache_cfg: cache_cfg.clone(),
+            cache: common.cache.clone(),
+            key_prefix,
+            cache_cfg: common.cache_cfg.clone(),
+            compress: common.compression.clone(),
+            stats: common.stats,
             policy: PathPolicy {
                 allow_hidden: cfg.hidden,
             },
@@ -73,7 +91,12 @@ impl StaticFiles {
     }
 
     pub fn cache(&self) -> Option<&Cache> {
-        self.cache.as_ref()
+        self.cache.as_deref()
+    }
+
+    /// On-the-fly compression's counters.
+    pub fn compression_stats(&self) -> &'static Stats {
+        self.stats
     }
 
     pub fn serve(&self, req: &RequestHead, ctx: &Ctx, out: &mut Batch) -> Outcome {
@@ -85,12 +108,15 @@ impl StaticFiles {
             Err(PathError::BadRequest(_)) => return respond::error(out, ctx, 400, &[]),
             Err(PathError::NotFound) => return respond::error(out, ctx, 404, &[]),
         };
-        let accept = if self.cfg.precompressed {
+        let accept = if self.cfg.precompressed || self.compress.enabled {
             req.header("accept-encoding")
         } else {
             None
         };
-        let entry = match self.find(&mapped, accept, ctx.now_ms) {
+        // Ranges are of the identity body: a Range request is never compressed on the fly.
+        // (Looked up only when compressing: the common request pays nothing for it.)
+        let may_encode = self.compress.enabled && req.header("range").is_none();
+        let entry = match self.find(&mapped, accept, may_encode, ctx.now_ms) {
             Found::Entry(e) => e,
             Found::Error(status) => return respond::error(out, ctx, status, &[]),
             Found::Listing(url, mut entries) => {
@@ -130,7 +156,7 @@ impl StaticFiles {
             }
             conditional::Outcome::PreconditionFailed => return respond::error(out, ctx, 412, &[]),
         }
-        let size = entry.meta.size;
+        let size = entry.len;
         if let Some(value) = req.header("range") {
             let honour = req
                 .header("if-range")
@@ -142,19 +168,22 @@ impl StaticFiles {
                         let cr = format!("bytes */{size}");
                         return respond::error(out, ctx, 416, &[("Content-Range", cr.as_bytes())]);
                     }
-                    Ranges::Partial(rs) => return partial(&entry, &rs, ctx, out),
+                    Ranges::Partial(rs) => return partial::partial(&entry, &rs, ctx, out),
                 }
             }
         }
         respond::prefix(out, ctx, 200);
         out.push(Piece::Mem(entry.ok_headers.clone()));
+        if let Some(identity_len) = entry.encoded_from {
+            self.stats.served(identity_len, size);
+        }
         if ctx.head_only {
             return Outcome {
                 status: 200,
                 body_bytes: 0,
             };
         }
-        push_body(
+        partial::push_body(
             out,
             &entry,
             ByteRange {
@@ -169,13 +198,22 @@ impl StaticFiles {
         }
     }
 
-    /// The entry for a request path, choosing a precompressed variant when accepted.
-    fn find(&self, mapped: &MappedPath, accept: Option<&[u8]>, now: u64) -> Found {
-        // The key is the mapped path itself, copied only to be stored or extended.
-        let with_slash;
-        let key: &[u8] = if mapped.trailing_slash {
-            with_slash = [&mapped.rel[..], b"/"].concat();
-            &with_slash
+    /// The entry for a request path, choosing a precompressed variant when accepted, else
+    /// (with `may_encode`) one compressed on the fly.
+    fn find(
+        &self,
+        mapped: &MappedPath,
+        accept: Option<&[u8]>,
+        may_encode: bool,
+        now: u64,
+    ) -> Found {
+        // The key is the mapped path itself (after the site's prefix), copied only to be
+        // stored or extended.
+        let owned;
+        let key: &[u8] = if mapped.trailing_slash || !self.key_prefix.is_empty() {
+            let slash: &[u8] = if mapped.trailing_slash { b"/" } else { b"" };
+            owned = [&self.key_prefix[..], &mapped.rel[..], slash].concat();
+            &owned
         } else {
             &mapped.rel
         };
@@ -189,12 +227,16 @@ impl StaticFiles {
                 other => return other,
             },
         };
-        if !(ident.has_br || ident.has_gz) || accept.is_none() {
+        let may_encode = may_encode && ident.compressible;
+        if accept.is_none() || !(ident.has_br || ident.has_gz || may_encode) {
             return Found::Entry(ident);
         }
         let coding = encoding::negotiate(accept, ident.has_br, ident.has_gz);
         if coding == Coding::Identity {
-            return Found::Entry(ident);
+            return match may_encode {
+                true => self.encoded(ident, key, accept, now),
+                false => Found::Entry(ident),
+            };
         }
         let mut key = key.to_vec();
         key.push(0);
@@ -227,6 +269,41 @@ impl StaticFiles {
             }
             _ => Found::Entry(ident),
         }
+    }
+
+    /// The variant of `ident` compressed on the fly in the coding `accept` prefers among
+    /// those enabled (identity if none): from the cache, or compressed now and kept there.
+    /// A variant no smaller than the identity body is not worth sending: the identity
+    /// entry is kept under the variant's key instead.
+    fn encoded(&self, ident: Arc<Entry>, key: &[u8], accept: Option<&[u8]>, now: u64) -> Found {
+        let coding = encoding::negotiate(accept, self.compress.brotli, self.compress.gzip);
+        if coding == Coding::Identity {
+            return Found::Entry(ident);
+        }
+        let vkey = [key, b"\0~", coding.suffix().as_bytes()].concat();
+        if let Some(e) = self.cached(&vkey, now) {
+            return Found::Entry(e);
+        }
+        let Ok(body) = ident
+            .read_all()
+            .and_then(|data| self.compress.encode(coding, &data))
+        else {
+            return Found::Entry(ident);
+        };
+        self.stats.encoded();
+        let e = if (body.len() as u64) < ident.len {
+            Arc::new(Entry::encoded(
+                &ident,
+                coding,
+                body,
+                &self.cfg.cache_control,
+                now,
+            ))
+        } else {
+            ident
+        };
+        self.remember(vkey, &e);
+        Found::Entry(e)
     }
 
     /// A cached entry, revalidated with one stat when older than `revalidate_ms`.
@@ -324,7 +401,8 @@ impl StaticFiles {
         let name = rel.rsplit(|&b| b == b'/').next().unwrap_or(&rel);
         let ct = mime::content_type(name);
         let (has_br, has_gz) = self.siblings(&rel);
-        let opts = self.header_options(has_br || has_gz);
+        let compressible = self.compress.applies(&ct, meta.size);
+        let opts = self.header_options(has_br || has_gz || compressible);
         match Entry::build(
             rel,
             file,
@@ -338,6 +416,7 @@ impl StaticFiles {
             Ok(mut e) => {
                 e.has_br = has_br;
                 e.has_gz = has_gz;
+                e.compressible = compressible;
                 Found::Entry(Arc::new(e))
             }
             Err(_) => Found::Error(500),
@@ -376,72 +455,5 @@ impl StaticFiles {
         let url = format!("/{}", path::encode_path(&mapped.rel));
         let url = if url.ends_with('/') { url } else { url + "/" };
         Some((url, entries))
-    }
-}
-
-/// 206 for one range, or multipart/byteranges for several.
-fn partial(entry: &Arc<Entry>, rs: &[ByteRange], ctx: &Ctx, out: &mut Batch) -> Outcome {
-    let size = entry.meta.size;
-    respond::prefix(out, ctx, 206);
-    let start = out.scratch.len();
-    if let [r] = rs {
-        header(
-            &mut out.scratch,
-            "Content-Type",
-            entry.content_type.as_bytes(),
-        );
-        out.scratch.extend_from_slice(&entry.rep_headers);
-        header(
-            &mut out.scratch,
-            "Content-Range",
-            range::content_range(*r, size).as_bytes(),
-        );
-        header_u64(&mut out.scratch, "Content-Length", r.len());
-        out.scratch.extend_from_slice(b"\r\n");
-        out.extend_scratch_from(start);
-        if !ctx.head_only {
-            push_body(out, entry, *r, size);
-        }
-        return Outcome {
-            status: 206,
-            body_bytes: if ctx.head_only { 0 } else { r.len() },
-        };
-    }
-    let tag = &entry.etag[1..entry.etag.len() - 1];
-    let boundary = format!(
-        "gearshift-{}",
-        String::from_utf8_lossy(tag).replace(['.', '-'], "")
-    );
-    let mp = range::multipart(rs, size, &entry.content_type, &boundary);
-    header(&mut out.scratch, "Content-Type", mp.content_type.as_bytes());
-    out.scratch.extend_from_slice(&entry.rep_headers);
-    header_u64(&mut out.scratch, "Content-Length", mp.body_len);
-    out.scratch.extend_from_slice(b"\r\n");
-    out.extend_scratch_from(start);
-    if !ctx.head_only {
-        for (r, head) in rs.iter().zip(&mp.part_heads) {
-            out.push_bytes(head);
-            push_body(out, entry, *r, size);
-        }
-        out.push_bytes(&mp.trailer);
-    }
-    Outcome {
-        status: 206,
-        body_bytes: if ctx.head_only { 0 } else { mp.body_len },
-    }
-}
-
-fn push_body(out: &mut Batch, entry: &Entry, r: ByteRange, size: u64) {
-    if size == 0 {
-        return;
-    }
-    if let Some(body) = &entry.body {
-        out.push(Piece::Mem(body.slice(r.start as usize..=r.end as usize)));
-    } else if let Some(file) = &entry.file {
-        out.push(Piece::File {
-            file: file.clone(),
-            offset: r.start,
-            len: r.len(),
-        });
     }
 }
