@@ -260,4 +260,8 @@ pub mod proxy {
     /// an appropriate Via header field". (nginx sends none unless told; Apache's `ProxyVia`
     /// is Off by default.)
     pub const VIA: bool = true;
+    /// Forward header names with `_`: no, as nginx (`underscores_in_headers off`, and
+    /// `ignore_invalid_headers on` drops them) and Apache 2.4 for CGI: `Content_Length`
+    /// and `Content-Length` are one variable to CGI-style upstreams.
+    pub const UNDERSCORES_IN_HEADERS: bool = false;
 }

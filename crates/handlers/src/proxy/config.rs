@@ -19,6 +19,10 @@ pub struct ProxyConfig {
     /// Add `Via: 1.1 gearshift` (the received version) to forwarded requests and
     /// responses, after any Via they carry.
     pub via: bool,
+    /// Forward request header names containing `_` (nginx `underscores_in_headers`, off by
+    /// default: `Content_Length` reads as `Content-Length` to an upstream that maps `_`
+    /// to `-`).
+    pub underscores_in_headers: bool,
 }
 
 impl Default for ProxyConfig {
@@ -27,6 +31,7 @@ impl Default for ProxyConfig {
             routes: Vec::new(),
             upstreams: Vec::new(),
             via: d::VIA,
+            underscores_in_headers: d::UNDERSCORES_IN_HEADERS,
         }
     }
 }
@@ -37,7 +42,9 @@ pub struct RouteConfig {
     /// Host (without port, case-insensitive) this route applies to; empty = any host.
     #[serde(default)]
     pub host: String,
-    /// URL path prefix (as sent, compared byte-wise); `/` = everything.
+    /// URL path prefix, compared byte-wise with the normalised path (dot segments
+    /// resolved, `//` collapsed, unreserved escapes decoded, as nginx locations); `/` =
+    /// everything.
     #[serde(default = "root_prefix")]
     pub prefix: String,
     /// Name of the `[[proxy.upstream]]` answering it.
