@@ -1,6 +1,6 @@
 //! One loop of the uring engine: its ring, its connections, and the completions that drive
-//! them. One multishot accept on the shared listener (registered as a fixed file) brings
-//! every new connection; one multishot receive per connection fills buffers the kernel
+//! them. An accept on the shared listener (registered as a fixed file; multishot, under
+//! the engine's connection cap: accept.rs) brings new connections; one multishot receive per connection fills buffers the kernel
 //! picks from the loop's provided-buffer ring, so idle connections hold none; answers are
 //! queued per connection (`output.rs`) with one send in flight, and every send, receive and
 //! cancel prepared while handling a batch of completions goes to the kernel with the wait
