@@ -371,7 +371,7 @@ fn dns_rebinding_cannot_change_knobs() {
 /// page's shell loads without it.
 #[test]
 fn admin_token_required_off_loopback() {
-    let (cfg_dir, cfg) = config_file("admin = \"0.0.0.0:0\"\n");
+    let (cfg_dir, cfg) = config_file("listen = \"127.0.0.1:0\"\nadmin = \"0.0.0.0:0\"\n");
     let args: Vec<String> = vec![
         "serve".into(),
         cfg_dir.str(),
@@ -391,7 +391,7 @@ fn admin_token_required_off_loopback() {
     let d = TempDir::new("admin-token");
     let file = d.write("token", format!("{token}\n"));
     let (cfg_dir, cfg) = config_file(&format!(
-        "admin = \"0.0.0.0:0\"\nadmin_token_file = \"{}\"\n",
+        "listen = \"127.0.0.1:0\"\nadmin = \"0.0.0.0:0\"\nadmin_token_file = \"{}\"\n",
         file.display()
     ));
     let args: Vec<String> = vec!["serve".into(), d.str(), "--config".into(), cfg];
@@ -460,7 +460,9 @@ fn admin_unix_socket_keeps_its_mode() {
     );
     assert!(got.starts_with("HTTP/1.1 415"), "{got}");
     drop(s);
-    let (cfg_dir, cfg) = config_file(&format!("admin = \"{sock}\"\nadmin_socket_mode = 0o660\n"));
+    let (cfg_dir, cfg) = config_file(&format!(
+        "listen = \"127.0.0.1:0\"\nadmin = \"{sock}\"\nadmin_socket_mode = 0o660\n"
+    ));
     let args: Vec<String> = vec!["serve".into(), dir.str(), "--config".into(), cfg];
     let s = launch(&args, &[], None).expect("starts");
     let mode = std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777;
