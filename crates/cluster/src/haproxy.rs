@@ -76,8 +76,13 @@ pub fn config_text(plan: &Plan) -> String {
         Health::Passive => None,
     };
     if let Some((path, _)) = &check {
+        // The nodes' admin listener wants its token (it listens beyond loopback).
+        let auth = match (&plan.health, crate::node::admin_token(plan)) {
+            (Health::Admin, Ok(t)) => format!(" hdr Authorization \"Bearer {t}\""),
+            _ => String::new(),
+        };
         c.push_str(&format!(
-            "    option httpchk\n    http-check send meth GET uri {path} ver HTTP/1.1 hdr Host gearshift-cluster\n    http-check expect status 200\n"
+            "    option httpchk\n    http-check send meth GET uri {path} ver HTTP/1.1 hdr Host gearshift-cluster{auth}\n    http-check expect status 200\n"
         ));
     }
     // A connection error marks a node down at once instead of after `fall` checks; checks

@@ -9,8 +9,22 @@ use std::time::Duration;
 
 /// GET `path` from `addr` (IP:PORT, or a Unix socket path when it contains '/').
 pub fn get(addr: &str, path: &str, timeout: Duration) -> Result<(u16, String), String> {
+    get_auth(addr, path, None, timeout)
+}
+
+/// `get` with `Authorization: Bearer TOKEN` (a node's admin listener wants one: it listens
+/// beyond loopback, see `node::admin_token`).
+pub fn get_auth(
+    addr: &str,
+    path: &str,
+    token: Option<&str>,
+    timeout: Duration,
+) -> Result<(u16, String), String> {
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
     let req = format!(
-        "GET {path} HTTP/1.1\r\nHost: gearshift-cluster\r\nUser-Agent: gearshift-cluster\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: gearshift-cluster\r\n{auth}User-Agent: gearshift-cluster\r\nConnection: close\r\n\r\n"
     );
     let raw = exchange(addr, req.as_bytes(), timeout).map_err(|e| format!("{addr}{path}: {e}"))?;
     let text = String::from_utf8_lossy(&raw);
@@ -35,7 +49,17 @@ pub fn get(addr: &str, path: &str, timeout: Duration) -> Result<(u16, String), S
 
 /// GET and parse a JSON answer of status 200.
 pub fn get_json(addr: &str, path: &str, timeout: Duration) -> Result<serde_json::Value, String> {
-    let (status, body) = get(addr, path, timeout)?;
+    get_json_auth(addr, path, None, timeout)
+}
+
+/// `get_json` with a bearer token.
+pub fn get_json_auth(
+    addr: &str,
+    path: &str,
+    token: Option<&str>,
+    timeout: Duration,
+) -> Result<serde_json::Value, String> {
+    let (status, body) = get_auth(addr, path, token, timeout)?;
     if status != 200 {
         return Err(format!("{addr}{path}: status {status}"));
     }

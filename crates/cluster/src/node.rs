@@ -16,6 +16,42 @@ pub fn config_path(plan: &Plan, i: usize) -> PathBuf {
     plan.state_dir.join(format!("node{i}.toml"))
 }
 
+/// The bearer token of the nodes' admin listeners (they listen on the nodes' addresses,
+/// beyond loopback, where gearshift requires one): `STATE_DIR/admin.token`, made once (128
+/// random bits, hex, mode 0600) and kept across restarts.
+pub fn admin_token(plan: &Plan) -> Result<String, String> {
+    let path = plan.state_dir.join("admin.token");
+    if let Ok(t) = std::fs::read_to_string(&path) {
+        return Ok(t.trim().to_string());
+    }
+    use std::io::{Read, Write};
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut bytes = [0u8; 16];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .map_err(|e| format!("/dev/urandom: {e}"))?;
+    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .and_then(|mut f| f.write_all(format!("{token}\n").as_bytes()))
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(token)
+}
+
+/// GET `path` from node `i`'s admin listener, with its token.
+pub fn admin_get(
+    plan: &Plan,
+    i: usize,
+    path: &str,
+    timeout: Duration,
+) -> Result<(u16, String), String> {
+    let token = admin_token(plan)?;
+    http::get_auth(&plan.admin_addr(i).to_string(), path, Some(&token), timeout)
+}
+
 pub fn log_path(plan: &Plan, i: usize) -> PathBuf {
     plan.state_dir.join(format!("node{i}.log"))
 }
@@ -34,6 +70,16 @@ pub fn config_text(plan: &Plan, i: usize, base: Option<toml::Table>) -> Result<S
     t.insert("root".into(), s(plan.root.display().to_string()));
     t.insert("listen".into(), s(plan.node_addr(i).to_string()));
     t.insert("admin".into(), s(plan.admin_addr(i).to_string()));
+    // The name the cluster and HAProxy's checks send in Host (one check line for all
+    // nodes), and the token the node's admin listener wants off loopback.
+    t.insert(
+        "admin_hosts".into(),
+        toml::Value::Array(vec![s("gearshift-cluster".into())]),
+    );
+    t.insert(
+        "admin_token_file".into(),
+        s(plan.state_dir.join("admin.token").display().to_string()),
+    );
     if let Some(e) = &plan.engine {
         t.insert("engine".into(), s(e.clone()));
     }
@@ -72,6 +118,7 @@ fn base_config(plan: &Plan) -> Result<Option<toml::Table>, String> {
 pub fn write_config(plan: &Plan, i: usize) -> Result<PathBuf, String> {
     let path = config_path(plan, i);
     let text = config_text(plan, i, base_config(plan)?)?;
+    admin_token(plan)?;
     std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(path)
 }
@@ -109,7 +156,7 @@ pub fn wait_ready(plan: &Plan, i: usize, pid: u32) -> Result<(), String> {
                 procs::log_tail(&log_path(plan, i), 3)
             ));
         }
-        let ok = matches!(http::get(&admin, "/status", short), Ok((200, _)))
+        let ok = matches!(admin_get(plan, i, "/status", short), Ok((200, _)))
             && http::connects(plan.node_addr(i), short);
         if ok {
             return Ok(());
@@ -134,11 +181,7 @@ pub fn is_node(plan: &Plan, i: usize, pid: u32) -> bool {
 /// (Their difference is not what is in flight: a response its client abandoned never
 /// completes.)
 pub fn counters(plan: &Plan, i: usize) -> Result<(u64, u64), String> {
-    let (status, text) = http::get(
-        &plan.admin_addr(i).to_string(),
-        "/metrics",
-        Duration::from_secs(2),
-    )?;
+    let (status, text) = admin_get(plan, i, "/metrics", Duration::from_secs(2))?;
     if status != 200 {
         return Err(format!("node {i} /metrics: status {status}"));
     }
@@ -177,6 +220,8 @@ mod tests {
         let t: toml::Table = toml::from_str(&text).unwrap();
         assert_eq!(t["listen"].as_str(), Some("10.213.7.12:8080"));
         assert_eq!(t["admin"].as_str(), Some("10.213.7.12:8081"));
+        assert_eq!(t["admin_token_file"].as_str(), Some("/tmp/x/admin.token"));
+        assert_eq!(t["admin_hosts"][0].as_str(), Some("gearshift-cluster"));
         assert_eq!(t["engine"].as_str(), Some("pool"));
         assert_eq!(t["workers"].as_integer(), Some(7));
         assert_eq!(t["http"]["keepalive_requests"].as_integer(), Some(5));

@@ -20,7 +20,9 @@ pub fn collect(st: &State) -> Value {
         .node_indices()
         .map(|i| {
             let pid = st.pid(i).filter(|&p| node::is_node(plan, i, p));
-            let status = http::get_json(&plan.admin_addr(i).to_string(), "/status", TIMEOUT);
+            let token = node::admin_token(plan).ok();
+            let addr = plan.admin_addr(i).to_string();
+            let status = http::get_json_auth(&addr, "/status", token.as_deref(), TIMEOUT);
             json!({
                 "node": Plan::node_name(i),
                 "netns": plan.netns(i),
@@ -60,6 +62,7 @@ pub fn collect(st: &State) -> Value {
             "totals": bal,
         },
         "prometheus_targets": plan.state_dir.join("prometheus.json").display().to_string(),
+        "admin_token_file": plan.state_dir.join("admin.token").display().to_string(),
         "nodes": nodes,
     })
 }
@@ -147,8 +150,9 @@ pub fn table(v: &Value) -> String {
         b["totals"]
     ));
     out.push_str(&format!(
-        "metrics: each node's admin /metrics (targets in {}), or all at once: gearshift cluster metrics\n",
-        v["prometheus_targets"].as_str().unwrap_or("?")
+        "metrics: each node's admin /metrics (targets in {}, bearer token in {}), or all at once: gearshift cluster metrics\n",
+        v["prometheus_targets"].as_str().unwrap_or("?"),
+        v["admin_token_file"].as_str().unwrap_or("?")
     ));
     out
 }
@@ -222,7 +226,7 @@ pub fn metrics(st: &State) -> String {
     let mut missing = Vec::new();
     for i in st.plan.node_indices() {
         let name = Plan::node_name(i);
-        match http::get(&st.plan.admin_addr(i).to_string(), "/metrics", TIMEOUT) {
+        match node::admin_get(&st.plan, i, "/metrics", TIMEOUT) {
             Ok((200, text)) => per_node.push((name, text)),
             Ok((s, _)) => missing.push(format!("{name}: status {s}")),
             Err(e) => missing.push(format!("{name}: {e}")),

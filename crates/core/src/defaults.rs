@@ -63,6 +63,16 @@ pub const CACHE_MAX_FILE: u64 = 256 * 1024;
 /// is far laxer; issue 3 asks for at most once a second.
 pub const CACHE_REVALIDATE_MS: u64 = 1000;
 
+/// File mode of a Unix-socket admin listener: the owner's alone. The admin socket changes
+/// the running server, as Docker's `/var/run/docker.sock` does (0660, group `docker`) and
+/// php-fpm's `listen.mode` (0660); with no group to name, the owner only.
+pub const ADMIN_SOCKET_MODE: u32 = 0o600;
+
+/// Shortest admin bearer token accepted (characters): 16 random characters of the token
+/// alphabet are about 96 bits, beyond guessing through a listener answering one request
+/// per connection (OWASP ASVS 2.9: at least 64 bits of entropy for secrets).
+pub const ADMIN_TOKEN_MIN_LEN: usize = 16;
+
 /// Drain period on SIGTERM/SIGINT before remaining connections are closed.
 /// nginx has no limit by default (`worker_shutdown_timeout` unset); Apache's graceful-stop
 /// `GracefulShutdownTimeout` defaults to 0 (none). We bound it: 10 s.
@@ -279,6 +289,10 @@ pub mod proxy {
     /// an appropriate Via header field". (nginx sends none unless told; Apache's `ProxyVia`
     /// is Off by default.)
     pub const VIA: bool = true;
+    /// Forward header names with `_`: no, as nginx (`underscores_in_headers off`, and
+    /// `ignore_invalid_headers on` drops them) and Apache 2.4 for CGI: `Content_Length`
+    /// and `Content-Length` are one variable to CGI-style upstreams.
+    pub const UNDERSCORES_IN_HEADERS: bool = false;
 }
 
 /// On-the-fly compression of static files (`[compression]`, issue 19).

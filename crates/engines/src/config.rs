@@ -245,9 +245,41 @@ impl EngineConfig {
                 st.max_threads
             ));
         }
+        // Each is a scoreboard slot (HEADER + n * SLOT bytes of shared memory).
+        let max = crate::scoreboard::MAX_SLOTS;
+        for (name, n) in [
+            (
+                "prefork.max_request_workers",
+                self.prefork.max_request_workers,
+            ),
+            ("fork.max_children", self.fork.max_children),
+        ] {
+            if n > max {
+                return Err(format!("{name}: {n} exceeds the hard limit {max}"));
+            }
+        }
         if self.engine == "worker" {
             crate::worker::knobs::WorkerKnobs::from_config(self).check()?;
         }
         self.dynamic.validate()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn process_counts_are_bounded_by_the_scoreboard() {
+        let mut c = EngineConfig::default();
+        assert_eq!(c.validate(), Ok(()));
+        c.prefork.max_request_workers = 1 << 40;
+        let e = c.validate().unwrap_err();
+        assert!(e.starts_with("prefork.max_request_workers:"), "{e}");
+        c.prefork.max_request_workers = crate::scoreboard::MAX_SLOTS;
+        assert_eq!(c.validate(), Ok(()));
+        c.fork.max_children = usize::MAX;
+        let e = c.validate().unwrap_err();
+        assert!(e.starts_with("fork.max_children:"), "{e}");
     }
 }

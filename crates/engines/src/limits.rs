@@ -11,7 +11,7 @@ use rustix::fd::{AsFd, OwnedFd};
 use rustix::io::Errno;
 use rustix::net::{SocketAddrAny, SocketFlags};
 use std::net::{SocketAddr, TcpListener};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// Raise the soft RLIMIT_NOFILE to the hard one (what nginx's `worker_rlimit_nofile` and
 /// systemd services do by hand); returns the soft limit in force afterwards.
@@ -135,18 +135,75 @@ impl Acceptor {
             Ok((fd, addr)) => Accepted::Conn(fd, peer_of(addr)),
             Err(Errno::INTR | Errno::AGAIN | Errno::CONNABORTED | Errno::PROTO) => Accepted::Empty,
             Err(e) => {
-                // EMFILE, ENFILE, ENOBUFS, ENOMEM: the queue stays as it is (the kernel
-                // keeps the connections); stop asking for a while.
-                self.paused_until_ms
-                    .store(now_ms() + defaults::ACCEPT_BACKOFF_MS, Ordering::Relaxed);
-                counters.guard().accept_paused();
-                gearshift_core::warn_limited!(
-                    "accept: {e}; not accepting for {} ms",
-                    defaults::ACCEPT_BACKOFF_MS
-                );
+                self.pause(&e, counters);
                 Accepted::Paused
             }
         }
+    }
+
+    /// An accept failed with `e` (EMFILE, ENFILE, ENOBUFS, ENOMEM): the queue stays as it
+    /// is (the kernel keeps the connections); stop asking for a while, count it, and say so
+    /// at a bounded rate. (The uring engine's accepts fail in completions: it calls this.)
+    pub fn pause(&self, e: &dyn std::fmt::Display, counters: &Counters) {
+        self.paused_until_ms
+            .store(now_ms() + defaults::ACCEPT_BACKOFF_MS, Ordering::Relaxed);
+        counters.guard().accept_paused();
+        gearshift_core::warn_limited!(
+            "accept: {e}; not accepting for {} ms",
+            defaults::ACCEPT_BACKOFF_MS
+        );
+    }
+}
+
+/// The connection cap of an engine whose loops share one listener, their count, and the
+/// accept back-off: what the uring engine checks before arming an accept. (The event
+/// engine keeps the same three in its `Limits`.) A connection holds a `GateSlot` for its
+/// whole life, wherever it goes (another loop, the dynamic pool), and gives it back when
+/// dropped, so the count cannot drift.
+pub struct ConnGate {
+    cap: usize,
+    open: AtomicUsize,
+    pub acceptor: Acceptor,
+}
+
+impl ConnGate {
+    /// `configured` is `http.max_connections` (0: the default), sized against the
+    /// descriptor limit (`connection_cap`).
+    pub fn new(configured: usize) -> std::sync::Arc<ConnGate> {
+        std::sync::Arc::new(ConnGate {
+            cap: connection_cap(configured, nofile()),
+            open: AtomicUsize::new(0),
+            acceptor: Acceptor::new(),
+        })
+    }
+
+    pub fn cap(&self) -> usize {
+        self.cap
+    }
+
+    /// Connections that may still be taken before the cap.
+    pub fn room(&self) -> usize {
+        self.cap.saturating_sub(self.open.load(Ordering::Relaxed))
+    }
+
+    /// Whether an accept may be armed now: below the cap and not paused.
+    pub fn open_for_accepts(&self) -> bool {
+        self.room() > 0 && self.acceptor.paused_for_ms() == 0
+    }
+
+    /// Count a new connection until the slot is dropped.
+    pub fn enter(self: &std::sync::Arc<Self>) -> GateSlot {
+        self.open.fetch_add(1, Ordering::Relaxed);
+        GateSlot(self.clone())
+    }
+}
+
+/// One connection counted by a `ConnGate`.
+pub struct GateSlot(std::sync::Arc<ConnGate>);
+
+impl Drop for GateSlot {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -195,6 +252,25 @@ mod tests {
         assert_eq!(connection_cap(0, 2), 1, "a tiny limit still serves one");
         assert_eq!(cache_fds(1 << 20), defaults::CACHE_MAX_FDS);
         assert_eq!(cache_fds(256), 32);
+    }
+
+    #[test]
+    fn a_gate_counts_connections_until_their_slots_drop() {
+        let gate = std::sync::Arc::new(ConnGate {
+            cap: 2,
+            open: AtomicUsize::new(0),
+            acceptor: Acceptor::new(),
+        });
+        let a = gate.enter();
+        assert!(gate.open_for_accepts() && gate.room() == 1);
+        let b = gate.enter();
+        assert!(!gate.open_for_accepts() && gate.room() == 0);
+        drop(a);
+        assert!(gate.open_for_accepts());
+        gate.acceptor.pause(&"test", Counters::new_shared());
+        assert!(!gate.open_for_accepts(), "paused");
+        drop(b);
+        assert_eq!(gate.room(), 2);
     }
 
     #[test]

@@ -302,12 +302,25 @@ unsafe impl Sync for Scoreboard {}
 const HEADER: usize = std::mem::size_of::<Header>();
 const SLOT: usize = std::mem::size_of::<Slot>();
 
+/// Most slots a scoreboard holds: Apache's compiled-in hard limit of prefork's ServerLimit
+/// (`MAX_SERVER_LIMIT` 200000 in prefork.c; the configuration is validated against it).
+pub const MAX_SLOTS: usize = 200_000;
+
 impl Scoreboard {
     /// Map a scoreboard with room for `capacity` children (at least one). Must be called
     /// before the children that use it are forked.
     pub fn new(capacity: usize) -> std::io::Result<Scoreboard> {
         let capacity = capacity.max(1);
-        let len = HEADER + capacity * SLOT;
+        let len = capacity
+            .checked_mul(SLOT)
+            .and_then(|n| n.checked_add(HEADER))
+            .filter(|_| capacity <= MAX_SLOTS)
+            .ok_or_else(|| {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!("scoreboard: {capacity} slots exceed the limit {MAX_SLOTS}"),
+                )
+            })?;
         // SAFETY: a new anonymous mapping at an address the kernel picks (null hint), so it
         // aliases nothing; we own it until `drop` unmaps it.
         let ptr = unsafe {

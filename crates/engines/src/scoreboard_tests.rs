@@ -206,3 +206,17 @@ fn busy_children_picked_to_leave_highest_first_and_counted_once() {
     assert_eq!(board.pick_busy(), None);
     assert_eq!(board.busy_leaving(), 3);
 }
+
+#[test]
+fn a_capacity_whose_size_overflows_is_an_error_not_a_panic() {
+    // HEADER + capacity * SLOT computed unchecked wrapped (release) into a small mapping
+    // that `slot(i)` then indexed past, or panicked (debug).
+    for capacity in [usize::MAX, usize::MAX / SLOT + 1, MAX_SLOTS + 1] {
+        let e = Scoreboard::new(capacity).err().expect("refused");
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{capacity}");
+    }
+    assert_eq!(
+        Scoreboard::new(MAX_SLOTS.min(1024)).unwrap().capacity(),
+        1024
+    );
+}

@@ -3,7 +3,9 @@
 //! `knobs` lists them with their bounds; `freeze` and `unfreeze` stop and restart the online
 //! controller; `metrics` prints the Prometheus text; `history` the last minutes of samples;
 //! `fit` regresses keta's c1, c2 on a trajectory log or that history (see fit.rs). It
-//! speaks plain HTTP/1.1 over TCP or a Unix socket.
+//! speaks plain HTTP/1.1 over TCP or a Unix socket, with the `Host` the admin listener
+//! checks (the address it reached), `Content-Type: application/json` and the bearer token
+//! (`--token`, `GEARSHIFT_ADMIN_TOKEN`) if the server wants one.
 
 use clap::{Args, Subcommand};
 use std::io::{Read, Write};
@@ -14,6 +16,9 @@ pub struct CtlArgs {
     /// Admin address of the server: IP:PORT or a Unix socket path.
     #[arg(long, env = "GEARSHIFT_ADMIN", default_value = "127.0.0.1:8081")]
     admin: String,
+    /// Bearer token of the admin listener (its `admin_token`), if it has one.
+    #[arg(long, env = "GEARSHIFT_ADMIN_TOKEN", hide_env_values = true)]
+    token: Option<String>,
     #[command(subcommand)]
     command: CtlCommand,
 }
@@ -61,6 +66,10 @@ fn parse_assignment(s: &str) -> Result<(String, u64), String> {
 }
 
 pub fn run(args: CtlArgs) -> Result<(), String> {
+    let admin = Admin {
+        addr: &args.admin,
+        token: args.token.as_deref(),
+    };
     let (method, path, body) = match &args.command {
         CtlCommand::Status => ("GET", "/status", String::new()),
         CtlCommand::Knobs => ("GET", "/knobs", String::new()),
@@ -68,9 +77,7 @@ pub fn run(args: CtlArgs) -> Result<(), String> {
         CtlCommand::Unfreeze => ("PUT", "/control", r#"{"frozen": false}"#.to_string()),
         CtlCommand::Metrics => ("GET", "/metrics", String::new()),
         CtlCommand::History => ("GET", "/history", String::new()),
-        CtlCommand::Fit { from, utilisation } => {
-            return fit(&args.admin, from.as_deref(), utilisation)
-        }
+        CtlCommand::Fit { from, utilisation } => return fit(&admin, from.as_deref(), utilisation),
         CtlCommand::Set { changes } => {
             let obj: serde_json::Map<String, serde_json::Value> = changes
                 .iter()
@@ -79,14 +86,14 @@ pub fn run(args: CtlArgs) -> Result<(), String> {
             ("PUT", "/knobs", serde_json::Value::Object(obj).to_string())
         }
     };
-    let body = request(&args.admin, method, path, &body)?;
+    let body = request(&admin, method, path, &body)?;
     print!("{body}");
     Ok(())
 }
 
 /// `ctl fit`: from a trajectory log, or else the running server's `/history`.
 fn fit(
-    admin: &str,
+    admin: &Admin,
     from: Option<&std::path::Path>,
     utilisation: &crate::fit::Utilisation,
 ) -> Result<(), String> {
@@ -105,14 +112,27 @@ fn fit(
     Ok(())
 }
 
+/// Where the admin listener is, and its token.
+struct Admin<'a> {
+    addr: &'a str,
+    token: Option<&'a str>,
+}
+
 /// One admin request: the body of a 200, or the server's error message.
-fn request(admin: &str, method: &str, path: &str, body: &str) -> Result<String, String> {
-    let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: gearshift-admin\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    let response =
-        exchange(admin, request.as_bytes()).map_err(|e| format!("admin {admin}: {e}"))?;
+fn request(admin: &Admin, method: &str, path: &str, body: &str) -> Result<String, String> {
+    let auth = admin
+        .token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    // `Host` is filled in once connected: the address reached (what the listener checks).
+    let request = |host: &str| {
+        format!(
+            "{method} {path} HTTP/1.1\r\nHost: {host}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    let addr = admin.addr;
+    let response = exchange(addr, request).map_err(|e| format!("admin {addr}: {e}"))?;
     let text = String::from_utf8_lossy(&response);
     let (head, body) = text
         .split_once("\r\n\r\n")
@@ -130,13 +150,13 @@ fn request(admin: &str, method: &str, path: &str, body: &str) -> Result<String, 
     }
 }
 
-fn exchange(addr: &str, request: &[u8]) -> std::io::Result<Vec<u8>> {
+fn exchange(addr: &str, request: impl Fn(&str) -> String) -> std::io::Result<Vec<u8>> {
     let timeout = Some(Duration::from_secs(5));
     let mut out = Vec::new();
     if addr.contains('/') {
         let mut s = std::os::unix::net::UnixStream::connect(addr)?;
         s.set_read_timeout(timeout)?;
-        s.write_all(request)?;
+        s.write_all(request("localhost").as_bytes())?;
         s.read_to_end(&mut out)?;
     } else {
         let sa: std::net::SocketAddr = addr
@@ -144,7 +164,9 @@ fn exchange(addr: &str, request: &[u8]) -> std::io::Result<Vec<u8>> {
             .map_err(|_| std::io::Error::other("not IP:PORT or a socket path"))?;
         let mut s = std::net::TcpStream::connect_timeout(&sa, Duration::from_secs(5))?;
         s.set_read_timeout(timeout)?;
-        s.write_all(request)?;
+        // The address reached (`0.0.0.0:P` reaches `127.0.0.1:P`).
+        let host = s.peer_addr()?.to_string();
+        s.write_all(request(&host).as_bytes())?;
         s.read_to_end(&mut out)?;
     }
     Ok(out)

@@ -234,7 +234,8 @@ fn silent_admin_clients_do_not_hold_up_the_master(engine: &str) {
         "answered after {:?} behind 5 silent clients",
         t.elapsed()
     );
-    half.write_all(b"Host: x\r\n\r\n").unwrap();
+    half.write_all(format!("Host: {admin}\r\n\r\n").as_bytes())
+        .unwrap();
     let answer = read_all(&mut half);
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(answer.contains("\"engine\""), "{answer}");
@@ -247,7 +248,7 @@ fn silent_admin_clients_do_not_hold_up_the_master(engine: &str) {
     }
     // A request from a client that then shuts down its sending half is still answered.
     let mut c = TcpStream::connect(&admin).unwrap();
-    c.write_all(b"GET /knobs HTTP/1.1\r\nHost: x\r\n\r\n")
+    c.write_all(format!("GET /knobs HTTP/1.1\r\nHost: {admin}\r\n\r\n").as_bytes())
         .unwrap();
     c.shutdown(std::net::Shutdown::Write).unwrap();
     let got = read_all(&mut c);
@@ -267,4 +268,204 @@ fn silent_admin_clients_do_not_hold_up_a_prefork_master() {
 #[test]
 fn silent_admin_clients_do_not_hold_up_an_event_master() {
     silent_admin_clients_do_not_hold_up_the_master("event");
+}
+
+/// One raw request to a TCP admin listener: (status, whole answer).
+fn admin_raw(admin: &str, request: &str) -> (u16, String) {
+    use std::io::Write;
+    let mut c = std::net::TcpStream::connect(admin).unwrap();
+    c.write_all(request.as_bytes()).unwrap();
+    let got = read_all(&mut c);
+    let status = got
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {got:?}"));
+    (status, got)
+}
+
+fn put_knobs(admin: &str, host: &str, extra: &str, body: &str) -> (u16, String) {
+    admin_raw(
+        admin,
+        &format!(
+            "PUT /knobs HTTP/1.1\r\nHost: {host}\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        ),
+    )
+}
+
+/// The attack of issue 17: a page whose name was rebound to 127.0.0.1 makes the visitor's
+/// browser send a "simple" cross-origin request (no preflight) to the admin port. Before
+/// the access rules it set the pool to 3 threads. Each of its three marks now refuses it
+/// on its own; the operator's own requests (ctl, the right Host) still pass; refusals are
+/// counted by reason in /metrics.
+#[test]
+fn dns_rebinding_cannot_change_knobs() {
+    let s = serve(
+        standard_docroot(),
+        &["--engine", "pool", "--admin", "127.0.0.1:0"],
+    );
+    let admin = admin_of(&s);
+    let port = admin.rsplit(':').next().unwrap();
+    let before = admin_status(&admin)["knobs"]["threads"].clone();
+    assert_ne!(before, 3);
+    let body = r#"{"threads": 3}"#;
+    let evil = format!("evil.example:{port}");
+    // The whole attack.
+    let (st, got) = put_knobs(
+        &admin,
+        &evil,
+        "Origin: http://evil.example\r\nContent-Type: text/plain\r\n",
+        body,
+    );
+    assert_eq!(st, 421, "{got}");
+    // Each mark alone: a foreign Host (even with JSON and no Origin) ...
+    let (st, _) = put_knobs(&admin, &evil, "Content-Type: application/json\r\n", body);
+    assert_eq!(st, 421);
+    // ... a foreign Origin with the right Host (the rebound page sends Host of its own
+    // name, but a proxy in front might rewrite it) ...
+    let (st, got) = put_knobs(
+        &admin,
+        &admin,
+        "Origin: http://evil.example\r\nContent-Type: application/json\r\n",
+        body,
+    );
+    assert_eq!(st, 403, "{got}");
+    // ... a body that is not declared JSON.
+    let (st, got) = put_knobs(&admin, &admin, "Content-Type: text/plain\r\n", body);
+    assert_eq!(st, 415, "{got}");
+    // Reading is refused too under a foreign Host (the data is the operator's).
+    let (st, _) = admin_raw(
+        &admin,
+        &format!("GET /status HTTP/1.1\r\nHost: {evil}\r\nConnection: close\r\n\r\n"),
+    );
+    assert_eq!(st, 421);
+    assert_eq!(
+        admin_status(&admin)["knobs"]["threads"],
+        before,
+        "unchanged"
+    );
+    // The listener's own names pass: its address, localhost, and a same-origin page.
+    let (st, got) = put_knobs(
+        &admin,
+        &format!("localhost:{port}"),
+        &format!("Origin: http://{admin}\r\nContent-Type: application/json\r\n"),
+        body,
+    );
+    assert_eq!(st, 200, "{got}");
+    assert_eq!(admin_status(&admin)["knobs"]["threads"], 3);
+    let (ok, _, err) = run_ctl(&admin, &["set", "threads=4"]);
+    assert!(ok, "{err}");
+    let (_, metrics) = admin_raw(
+        &admin,
+        &format!("GET /metrics HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n\r\n"),
+    );
+    for (reason, n) in [("host", 3), ("origin", 1), ("content_type", 1)] {
+        let line = format!("gearshift_admin_refused_total{{reason=\"{reason}\"}} {n}");
+        assert!(metrics.contains(&line), "{line} in:\n{metrics}");
+    }
+}
+
+/// An admin listening beyond loopback refuses to start without a token; with one, every
+/// request needs it (ctl sends it from --token or GEARSHIFT_ADMIN_TOKEN), but the status
+/// page's shell loads without it.
+#[test]
+fn admin_token_required_off_loopback() {
+    let (cfg_dir, cfg) = config_file("listen = \"127.0.0.1:0\"\nadmin = \"0.0.0.0:0\"\n");
+    let args: Vec<String> = vec![
+        "serve".into(),
+        cfg_dir.str(),
+        "--config".into(),
+        cfg.clone(),
+    ];
+    let e = match launch(&args, &[], None) {
+        Ok(_) => panic!("started with a token-less admin on 0.0.0.0"),
+        Err(e) => e,
+    };
+    let line = e.stderr.trim();
+    assert!(
+        line.contains("admin") && line.contains("admin_token") && !line.contains('\n'),
+        "{line}"
+    );
+    let token = "t0ken-0123456789-abcdef";
+    let d = TempDir::new("admin-token");
+    let file = d.write("token", format!("{token}\n"));
+    let (cfg_dir, cfg) = config_file(&format!(
+        "listen = \"127.0.0.1:0\"\nadmin = \"0.0.0.0:0\"\nadmin_token_file = \"{}\"\n",
+        file.display()
+    ));
+    let args: Vec<String> = vec!["serve".into(), d.str(), "--config".into(), cfg];
+    let mut s = launch(&args, &[], None).expect("starts with a token file");
+    s.keep = vec![cfg_dir, d];
+    let admin = admin_of(&s).replace("0.0.0.0", "127.0.0.1");
+    let (ok, _, err) = run_ctl(&admin, &["status"]);
+    assert!(!ok && err.contains("Bearer"), "{err}");
+    let (ok, out, err) = run_ctl(&admin, &["--token", token, "status"]);
+    assert!(ok && out.contains("\"engine\""), "{err}");
+    let out = std::process::Command::new(bin())
+        .args(["ctl", "--admin", &admin, "set", "workers=1"])
+        .env("GEARSHIFT_ADMIN_TOKEN", token)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let get = |path: &str, auth: &str| {
+        admin_raw(
+            &admin,
+            &format!("GET {path} HTTP/1.1\r\nHost: {admin}\r\n{auth}Connection: close\r\n\r\n"),
+        )
+    };
+    let (st, got) = get("/metrics", "");
+    assert_eq!(st, 401, "{got}");
+    assert!(got.contains("WWW-Authenticate: Bearer"), "{got}");
+    let (st, _) = get(
+        "/metrics",
+        "Authorization: Bearer wrong-token-0123456789\r\n",
+    );
+    assert_eq!(st, 401);
+    let (st, got) = get("/metrics", &format!("Authorization: Bearer {token}\r\n"));
+    assert_eq!(st, 200);
+    assert!(
+        got.contains("gearshift_admin_refused_total{reason=\"token\"} 3"),
+        "{got}"
+    );
+    let (st, got) = get("/", "");
+    assert_eq!(st, 200, "the page's shell holds no data");
+    assert!(got.contains("<html"), "{got}");
+}
+
+/// A Unix-socket admin is reached by no browser: no Host check, but its file is the
+/// owner's alone (0600 unless `admin_socket_mode` says otherwise) and a state change still
+/// needs JSON.
+#[test]
+fn admin_unix_socket_keeps_its_mode() {
+    use std::io::{Read, Write};
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new("admin-mode");
+    let sock = dir.join("admin.sock");
+    let sock = sock.to_str().unwrap().to_string();
+    let s = serve(standard_docroot(), &["--engine", "pool", "--admin", &sock]);
+    let mode = std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "{mode:o}");
+    let raw = |req: &str| {
+        let mut c = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+        c.write_all(req.as_bytes()).unwrap();
+        let mut out = String::new();
+        c.read_to_string(&mut out).unwrap();
+        out
+    };
+    let got = raw("GET /status HTTP/1.1\r\nHost: anything\r\nConnection: close\r\n\r\n");
+    assert!(got.starts_with("HTTP/1.1 200"), "{got}");
+    let got = raw(
+        "PUT /knobs HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\n{}",
+    );
+    assert!(got.starts_with("HTTP/1.1 415"), "{got}");
+    drop(s);
+    let (cfg_dir, cfg) = config_file(&format!(
+        "listen = \"127.0.0.1:0\"\nadmin = \"{sock}\"\nadmin_socket_mode = 0o660\n"
+    ));
+    let args: Vec<String> = vec!["serve".into(), dir.str(), "--config".into(), cfg];
+    let s = launch(&args, &[], None).expect("starts");
+    let mode = std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o660, "{mode:o}");
+    drop((s, cfg_dir));
 }

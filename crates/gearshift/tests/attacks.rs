@@ -280,3 +280,76 @@ fn a_file_modified_in_the_future_is_served_with_the_present_as_last_modified() {
     assert!(lm <= date, "Last-Modified {lm} after Date {date}");
     assert_eq!(s.get("/data.bin").status, 200, "still serving");
 }
+
+/// Sockets the process `pid` holds (its connections, the listener and the admin's).
+fn sockets_held(pid: i32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                .filter(|l| l.to_string_lossy().starts_with("socket:"))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// The event loops' connection cap (`http.max_connections`, nginx's worker_connections):
+/// connections beyond it stay in the kernel's backlog, never accepted and dropped, and the
+/// loops still make room for ordinary clients (shorter timeouts under pressure). Engine
+/// specific: event and uring share the cap across their loops (the process engines are
+/// bounded by their children instead).
+fn connections_beyond_the_cap_wait_in_the_backlog(engine: &str) {
+    let s = start(&format!(
+        "engine = \"{engine}\"\nworkers = 2\n[http]\nmax_connections = 20\npressure_timeout_ms = 300\n\
+         defer_accept_s = 0"
+    ));
+    // Silent connections (no TCP_DEFER_ACCEPT here: the kernel would hold them itself).
+    let _flood = flood(s.addr, 80, 2000);
+    let mut most = 0;
+    for _ in 0..20 {
+        std::thread::sleep(Duration::from_millis(50));
+        most = most.max(sockets_held(s.pid()));
+    }
+    // 20 connections, the listener, and a loop's accept that was already under way.
+    assert!(
+        most <= 20 + 1 + 2,
+        "{engine}: {most} sockets held with a cap of 20"
+    );
+    let a = measure(&s, Duration::from_millis(200), 2);
+    assert_available(&format!("{engine} at its connection cap"), a, &s);
+}
+
+#[test]
+fn event_connections_beyond_the_cap_wait_in_the_backlog() {
+    connections_beyond_the_cap_wait_in_the_backlog("event");
+}
+
+#[test]
+fn uring_connections_beyond_the_cap_wait_in_the_backlog() {
+    connections_beyond_the_cap_wait_in_the_backlog("uring");
+}
+
+/// The issue's descriptor exhaustion (64 descriptors, 120 silent connections) on the uring
+/// engine without TCP_DEFER_ACCEPT to hide it: before the cap, every loop re-armed its
+/// accept at once after each EMFILE (a spin, one warning per failure, no probe answered).
+/// Now the cap, sized against the descriptor limit, keeps the connections in the backlog
+/// and pressure makes room; should an accept still fail, it pauses (`Acceptor::pause`,
+/// unit-tested in limits.rs) as the event engine's does.
+#[test]
+fn uring_out_of_descriptors_neither_spins_nor_floods_the_log() {
+    let s = start_limited(
+        "engine = \"uring\"\nworkers = 1\n[http]\nmax_connections = 1000\n\
+         defer_accept_s = 0",
+        Some(64),
+    );
+    let ticks0 = cpu_ticks(s.pid());
+    let _flood = flood(s.addr, 120, 1000);
+    let a = measure(&s, Duration::from_millis(1000), 2);
+    let ticks = cpu_ticks(s.pid()).saturating_sub(ticks0);
+    assert_available("uring out of descriptors", a, &s);
+    assert!(ticks < 150, "{ticks} clock ticks of CPU in 3.5 s: spinning");
+    let lines = s.stderr_text().lines().count();
+    assert!(lines < 100, "{lines} lines: {}", tail(&s.stderr_text(), 5));
+    // connection_cap(1000, 64) = 64 - 32 reserved - 8 for the cache = 24.
+    let held = sockets_held(s.pid());
+    assert!(held <= 24 + 2, "{held} sockets held");
+}

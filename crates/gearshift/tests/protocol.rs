@@ -284,9 +284,25 @@ fn absolute_form_target() {
     let s = server();
     let r = s.request("GET http://example.test/file.txt HTTP/1.1\r\nHost: example.test\r\n\r\n");
     assert_eq!((r.status, r.text().as_str()), (200, FILE_TXT));
-    let r = s.request("GET http://example.test:8080/sub/page.html?q=1 HTTP/1.1\r\nHost: x\r\n\r\n");
+    let r = s.request(
+        "GET http://example.test:8080/sub/page.html?q=1 HTTP/1.1\r\nHost: Example.TEST:8080\r\n\r\n",
+    );
     assert_eq!(r.status, 200);
     assert_eq!(r.text(), "<p>sub page</p>\n");
+    let r = s.request("GET http://[::1]:80/file.txt HTTP/1.1\r\nHost: [::1]\r\n\r\n");
+    assert_eq!(r.status, 200, "default port written or not");
+    // RFC 9112 3.2: Host identical to the target's authority; RFC 3986 3.2.2: IP literals
+    // are IPv6 or IPvFuture, ports at most 65535. Anything else is 400 (issue 17).
+    for bad in [
+        "GET http://example.test/file.txt HTTP/1.1\r\nHost: other.test\r\n\r\n",
+        "GET http://example.test:8080/file.txt HTTP/1.1\r\nHost: example.test\r\n\r\n",
+        "GET http://[::1::2]/file.txt HTTP/1.1\r\nHost: [::1::2]\r\n\r\n",
+        "GET http://[127.0.0.1]/file.txt HTTP/1.1\r\nHost: [127.0.0.1]\r\n\r\n",
+        "GET http://a:65536/file.txt HTTP/1.1\r\nHost: a:65536\r\n\r\n",
+        "GET http://[v1x]/file.txt HTTP/1.1\r\nHost: [v1x]\r\n\r\n",
+    ] {
+        assert_eq!(s.request(bad).status, 400, "{bad}");
+    }
 }
 
 #[test]

@@ -104,6 +104,37 @@ fn directories_redirect_and_serve_index() {
     assert_eq!(r.status, 301);
 }
 
+/// Issue 17: `GET //sub` answered `Location: //sub/`, a protocol-relative URL to the host
+/// "sub". The Location is built from the normalised path, with the query kept.
+#[test]
+fn a_directory_redirect_names_the_normalised_path() {
+    let s = serve(standard_docroot(), &[]);
+    for (target, want) in [
+        ("//sub", "/sub/"),
+        ("///sub", "/sub/"),
+        ("/./sub", "/sub/"),
+        ("/nolisting/../sub?q=1", "/sub/?q=1"),
+        ("/%73ub", "/sub/"),
+    ] {
+        let r = s.get(target);
+        assert_eq!(r.status, 301, "{target}: {}", show(&r.raw_head));
+        assert_eq!(r.must("location"), want, "{target}");
+    }
+}
+
+/// Static files carry `X-Content-Type-Options: nosniff` (a browser must not run an
+/// uploaded `.txt` as script because it looks like one), on 200 and 206 alike.
+#[test]
+fn static_files_forbid_content_sniffing() {
+    let s = serve(standard_docroot(), &[]);
+    let r = s.get("/file.txt");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.must("x-content-type-options"), "nosniff");
+    let r = s.get_with("/data.bin", &[("Range", "bytes=0-9")]);
+    assert_eq!(r.status, 206);
+    assert_eq!(r.must("x-content-type-options"), "nosniff");
+}
+
 #[test]
 fn listing_is_on_without_a_config_file_and_off_with_one_or_when_asked() {
     // Through GEARSHIFT_TEST_VIA_PROXY the banner to read is the origin's.

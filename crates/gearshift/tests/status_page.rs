@@ -26,7 +26,7 @@ fn admin(addr: SocketAddr, method: &str, path: &str, body: &str) -> Response {
     let mut c = Conn::open(addr);
     c.send(
         format!(
-            "{method} {path} HTTP/1.1\r\nHost: a\r\nContent-Length: {}\r\n\r\n{body}",
+            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
             body.len()
         )
         .as_bytes(),
@@ -393,4 +393,39 @@ fn without_a_controller_the_page_still_shows_sensors_and_charts() {
             "knob chart {name}"
         );
     }
+}
+
+/// An admin with a token: the page, opened as `/#token=TOKEN` (a fragment: never sent to
+/// the server, nor in a Referer), sends it with every fetch and shows the server; opened
+/// without it, it says what is missing instead of failing silently.
+#[test]
+fn the_page_works_with_an_admin_token() {
+    let Some(browser) = browser_or_skip() else {
+        return;
+    };
+    let token = "page-t0ken-0123456789";
+    let (cfg_dir, cfg) = config_file(&format!("admin_token = \"{token}\"\n"));
+    let mut s = serve(
+        standard_docroot(),
+        &[
+            "--admin",
+            "127.0.0.1:0",
+            "--config",
+            &cfg,
+            "--listen",
+            "127.0.0.1:0",
+        ],
+    );
+    s.keep.push(cfg_dir);
+    let addr = admin_addr(&s);
+    assert_eq!(admin(addr, "GET", "/status", "").status, 401);
+    let with = format!("http://{addr}/#token={token}");
+    let pid = s.pid().to_string();
+    (0..3)
+        .filter_map(|_| dump_dom(browser, &with))
+        .find(|d| text_of(d, "pid") == Some(pid.as_str()))
+        .expect("the page shows the server with the token");
+    let dom = dump_dom(browser, &format!("http://{addr}/")).expect("a DOM");
+    let conn = text_of(&dom, "conn").unwrap_or_default();
+    assert!(conn.contains("needs its token"), "{conn}");
 }

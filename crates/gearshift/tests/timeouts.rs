@@ -130,3 +130,37 @@ fn keepalive_requests_limit_closes_the_connection() {
     );
     c.assert_closed("after keepalive_requests responses");
 }
+
+/// `keepalive_timeout_ms = 0` is keep-alive off, as nginx's `keepalive_timeout 0`: every
+/// engine answers the first request (never closes a new connection unread, as the blocking
+/// engines once did: their first wait was the keep-alive timeout) with `Connection: close`,
+/// then closes.
+#[test]
+fn keepalive_timeout_zero_turns_keep_alive_off_on_every_engine() {
+    for engine in [
+        "event", "uring", "threads", "pool", "fork", "prefork", "worker", "staged",
+    ] {
+        let cfg = TempDir::new("cfg");
+        let path = cfg.write("gearshift.toml", "[http]\nkeepalive_timeout_ms = 0\n");
+        let mut s = serve(
+            standard_docroot(),
+            &[
+                "--config",
+                path.to_str().unwrap(),
+                "--listen",
+                "127.0.0.1:0",
+                "--engine",
+                engine,
+            ],
+        );
+        s.keep.push(cfg);
+        let mut c = s.conn();
+        c.send(b"GET /file.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+        let r = c
+            .try_response(false)
+            .unwrap_or_else(|e| panic!("{engine}: no answer: {e}"));
+        assert_eq!(r.status, 200, "{engine}");
+        assert_eq!(r.header("connection"), Some("close"), "{engine}");
+        c.assert_closed(engine);
+    }
+}

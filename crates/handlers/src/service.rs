@@ -146,7 +146,12 @@ impl Service {
             ],
             limits: config.http.limits(),
             timeouts: config.http.timeouts(),
-            keepalive_requests: config.http.keepalive_requests,
+            // `keepalive_timeout_ms = 0` is keep-alive off (nginx's `keepalive_timeout 0`):
+            // one request per connection, which every engine already honours.
+            keepalive_requests: match config.http.keepalive_timeout_ms {
+                0 => 1,
+                _ => config.http.keepalive_requests,
+            },
             proxy_protocol: config.http.proxy_protocol,
             trusted_proxies: config.http.trusted()?,
             max_connections: config.http.max_connections,

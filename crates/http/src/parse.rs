@@ -354,7 +354,7 @@ fn build<'b>(
         return Err(Bad("missing Host"));
     }
 
-    let (path, query, target_host) = split_target(method, target)?;
+    let (path, query, target_host) = split_target(method, target, host_hdr)?;
     let framing = framing.resolve(version, limits.max_body)?;
     let keep_alive = match version {
         Version::Http11 => !close,
@@ -378,8 +378,15 @@ fn build<'b>(
 
 type TargetParts<'b> = (&'b [u8], Option<&'b [u8]>, Option<&'b [u8]>);
 
-/// Split the request-target (RFC 9112 §3.2) into path, query and the host it names.
-fn split_target(method: Method, target: &[u8]) -> Result<TargetParts<'_>, ParseError> {
+/// Split the request-target (RFC 9112 §3.2) into path, query and the host it names. An
+/// absolute-form's authority must be the `Host` sent with it (§3.2: "identical"), up to case
+/// and the scheme's default port; a proxy or cache choosing by one and a server by the
+/// other is how requests get routed where they should not.
+fn split_target<'b>(
+    method: Method,
+    target: &'b [u8],
+    host: Option<&[u8]>,
+) -> Result<TargetParts<'b>, ParseError> {
     if target[0] == b'/' {
         let (path, query) = split_query(target);
         if method == Method::Connect {
@@ -400,10 +407,10 @@ fn split_target(method: Method, target: &[u8]) -> Result<TargetParts<'_>, ParseE
             Err(Bad("invalid CONNECT authority"))
         };
     }
-    let after_scheme = if starts_with_ci(target, b"http://") {
-        &target[7..]
+    let (after_scheme, default_port) = if starts_with_ci(target, b"http://") {
+        (&target[7..], 80)
     } else if starts_with_ci(target, b"https://") {
-        &target[8..]
+        (&target[8..], 443)
     } else {
         return Err(Bad("unsupported request target"));
     };
@@ -415,9 +422,36 @@ fn split_target(method: Method, target: &[u8]) -> Result<TargetParts<'_>, ParseE
     if authority.is_empty() || !valid_authority(authority, false) {
         return Err(Bad("invalid authority in absolute-form target"));
     }
+    if let Some(h) = host {
+        if !same_authority(authority, h, default_port) {
+            return Err(Bad(
+                "Host differs from the absolute-form target's authority",
+            ));
+        }
+    }
     let (path, query) = split_query(rest);
     let path: &[u8] = if path.is_empty() { b"/" } else { path };
     Ok((path, query, Some(authority)))
+}
+
+/// Two valid authorities naming the same host and port (host case-insensitive; no port,
+/// an empty one and `default_port` alike).
+fn same_authority(a: &[u8], b: &[u8], default_port: u32) -> bool {
+    fn parts(x: &[u8], default_port: u32) -> (&[u8], Option<u32>) {
+        let host_end = match x.first() {
+            Some(b'[') => memchr::memchr(b']', x).map_or(x.len(), |e| e + 1),
+            _ => memchr::memchr(b':', x).unwrap_or(x.len()),
+        };
+        let port = match x.get(host_end + 1..) {
+            None | Some([]) => Some(default_port),
+            Some(digits) => std::str::from_utf8(digits)
+                .ok()
+                .and_then(|d| d.parse().ok()),
+        };
+        (&x[..host_end], port)
+    }
+    let ((ha, pa), (hb, pb)) = (parts(a, default_port), parts(b, default_port));
+    ha.eq_ignore_ascii_case(hb) && pa.is_some() && pa == pb
 }
 
 fn split_query(t: &[u8]) -> (&[u8], Option<&[u8]>) {
@@ -454,12 +488,7 @@ static HOST_CHARS: [bool; 256] = byte_map(b"-._~!$&'()*+,;=");
 pub fn valid_authority(a: &[u8], require_port: bool) -> bool {
     let (host_ok, after) = if a.first() == Some(&b'[') {
         match memchr::memchr(b']', a) {
-            Some(end) => {
-                let inner = &a[1..end];
-                let ok =
-                    !inner.is_empty() && inner.iter().all(|&b| b == b':' || HOST_CHARS[b as usize]);
-                (ok, &a[end + 1..])
-            }
+            Some(end) => (valid_ip_literal(&a[1..end]), &a[end + 1..]),
             None => return false,
         }
     } else {
@@ -493,6 +522,23 @@ pub fn valid_authority(a: &[u8], require_port: bool) -> bool {
         _ => false,
     };
     host_ok && port_ok
+}
+
+/// Inside `[...]` (RFC 3986 §3.2.2): an IPv6address, or IPvFuture `v` 1*HEXDIG "."
+/// 1*( unreserved / sub-delims / ":" ). No zone identifier (RFC 6874 is not for HTTP).
+fn valid_ip_literal(inner: &[u8]) -> bool {
+    if let [b'v' | b'V', rest @ ..] = inner {
+        let Some(dot) = memchr::memchr(b'.', rest) else {
+            return false;
+        };
+        let (version, tail) = (&rest[..dot], &rest[dot + 1..]);
+        return !version.is_empty()
+            && version.iter().all(u8::is_ascii_hexdigit)
+            && !tail.is_empty()
+            && tail.iter().all(|&b| b == b':' || HOST_CHARS[b as usize]);
+    }
+    // The standard parser is exactly RFC 4291 §2.2 text (with the embedded IPv4 form).
+    std::str::from_utf8(inner).is_ok_and(|s| s.parse::<std::net::Ipv6Addr>().is_ok())
 }
 
 fn valid_reg_name(h: &[u8]) -> bool {

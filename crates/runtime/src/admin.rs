@@ -6,10 +6,14 @@
 //! last minutes of samples) and `GET /` (the live status page, see `admin/page.rs`). The
 //! engine's master serves it inline between its other duties, one short request per
 //! connection, without blocking (admin/conn.rs), so a master that forks stays
-//! single-threaded and a slow admin client cannot hold it up.
+//! single-threaded and a slow admin client cannot hold it up. Who may use it (Host,
+//! Origin, Content-Type, the bearer token) is `admin/access.rs`.
 
+mod access;
 mod conn;
 mod page;
+
+pub use access::{Access, Refusal};
 
 use crate::status::State;
 use conn::{Conns, Parsed, Sock, MAX_REQUEST};
@@ -19,7 +23,7 @@ use gearshift_http::response::{header, header_u64, status_line};
 use gearshift_http::{Framing, Limits, Method};
 use rustix::fd::{AsFd, BorrowedFd};
 use serde_json::{json, Value};
-use std::net::TcpListener;
+use std::net::{SocketAddr, TcpListener};
 use std::os::unix::net::UnixListener;
 use std::sync::Mutex;
 
@@ -30,13 +34,15 @@ enum Listener {
 
 pub struct Admin {
     listener: Listener,
+    access: Access,
     epoll: rustix::fd::OwnedFd,
     conns: Mutex<Conns>,
 }
 
 impl Admin {
-    /// Bind `addr`: a path (contains `/`) is a Unix socket, anything else `IP:PORT`.
-    pub fn bind(addr: &str) -> Result<Admin, String> {
+    /// Bind `addr`: a path (contains `/`) is a Unix socket (created with `access`'s file
+    /// mode), anything else `IP:PORT`.
+    pub fn bind(addr: &str, access: Access) -> Result<Admin, String> {
         let err = |e: std::io::Error| format!("admin: cannot listen on {addr}: {e}");
         let listener = if addr.contains('/') {
             let path = std::path::PathBuf::from(addr);
@@ -45,7 +51,8 @@ impl Admin {
             if path.exists() && std::os::unix::net::UnixStream::connect(&path).is_err() {
                 let _ = std::fs::remove_file(&path);
             }
-            Listener::Unix(UnixListener::bind(&path).map_err(err)?, path)
+            let listener = bind_unix(&path, access.socket_mode).map_err(err)?;
+            Listener::Unix(listener, path)
         } else {
             let sa: std::net::SocketAddr = addr
                 .parse()
@@ -70,6 +77,7 @@ impl Admin {
         gearshift_core::inherit::close_in_children(epoll.as_raw_fd());
         Ok(Admin {
             listener,
+            access,
             epoll,
             conns: Mutex::default(),
         })
@@ -106,9 +114,27 @@ impl Admin {
                 Err(_) => break,
             }
         }
-        conns.advance(self.epoll.as_fd(), now, parse_request, |r| {
+        conns.advance(self.epoll.as_fd(), now, parse_request, |r, local| {
+            let r = r.and_then(|r| self.admit(r, local, state));
             answer(r, shared, state)
         });
+    }
+
+    /// The request, if the access rules let it in; else the refusal's status (counted).
+    fn admit(
+        &self,
+        r: Request,
+        local: Option<SocketAddr>,
+        state: &State,
+    ) -> Result<Request, (u16, String)> {
+        let page = matches!(bare(&r.target), "/" | "/ui");
+        match self.access.check(&r.method, page, &r.credentials, local) {
+            Ok(()) => Ok(r),
+            Err((why, msg)) => {
+                state.refused(why);
+                Err((why.status(), msg.to_string()))
+            }
+        }
     }
 }
 
@@ -120,9 +146,29 @@ impl Drop for Admin {
     }
 }
 
+/// A Unix socket created with `mode` (the umask is narrowed around the bind, so the socket
+/// never exists with a wider mode, then the mode set exactly).
+fn bind_unix(path: &std::path::Path, mode: u32) -> std::io::Result<UnixListener> {
+    use rustix::fs::Mode;
+    let old = rustix::process::umask(Mode::from_raw_mode(0o177));
+    let bound = UnixListener::bind(path);
+    rustix::process::umask(old);
+    let listener = bound?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+    Ok(listener)
+}
+
 /// The whole answer to a request (or to what was wrong with it).
 fn answer(request: Result<Request, (u16, String)>, shared: &Shared, state: &State) -> Vec<u8> {
     let mut extra: Vec<(&str, Vec<u8>)> = Vec::new();
+    if let Err((401, _)) = &request {
+        extra.push((
+            "WWW-Authenticate",
+            b"Bearer realm=\"gearshift-admin\"".to_vec(),
+        ));
+    }
+    let request = request.map(|r| (r.method, r.target, r.body));
     let (status, body, content_type): (u16, Vec<u8>, &[u8]) = match request {
         Ok((Method::Get, path, _)) if bare(&path) == "/metrics" => (
             200,
@@ -180,7 +226,14 @@ fn json_body(v: &Value) -> Vec<u8> {
     body
 }
 
-type Request = (Method, String, Vec<u8>);
+/// An admin request: what it asks, and what the access rules look at.
+struct Request {
+    method: Method,
+    /// The path with its query, if any.
+    target: String,
+    body: Vec<u8>,
+    credentials: access::Credentials,
+}
 
 /// A request from the bytes so far: `More` until head and body are complete.
 fn parse_request(buf: &[u8]) -> Result<Parsed<Request>, (u16, String)> {
@@ -211,7 +264,22 @@ fn parse_request(buf: &[u8]) -> Result<Parsed<Request>, (u16, String)> {
         path.push_str(&String::from_utf8_lossy(q));
     }
     let body = buf[head.head_len..head.head_len + len].to_vec();
-    Ok(Parsed::Done((head.method, path, body)))
+    let field = |name| {
+        head.header(name)
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+    };
+    let credentials = access::Credentials {
+        host: field("host"),
+        origin: field("origin"),
+        content_type: field("content-type"),
+        authorization: field("authorization"),
+    };
+    Ok(Parsed::Done(Request {
+        method: head.method,
+        target: path,
+        body,
+        credentials,
+    }))
 }
 
 fn route(
@@ -314,9 +382,9 @@ mod tests {
             parse_request(&raw[..raw.len() - 1]),
             Ok(Parsed::More)
         ));
-        let (m, p, b) = done(raw);
+        let r = done(raw);
         assert_eq!(
-            (m, p.as_str(), &b[..]),
+            (r.method, r.target.as_str(), &r.body[..]),
             (Method::Put, "/knobs", &b"{\"a\": 1234}"[..])
         );
         let raw = b"GET /status HTTP/1.1\r\n\r\n";
@@ -325,7 +393,7 @@ mod tests {
             "no Host on 1.1"
         );
         let raw = b"GET /history?since=4 HTTP/1.1\r\nHost: x\r\n\r\n";
-        let (_, p, _) = done(raw);
+        let p = done(raw).target;
         assert_eq!(p, "/history?since=4", "the query reaches the router");
         assert_eq!(bare(&p), "/history");
     }

@@ -43,6 +43,16 @@ pub struct Config {
     pub shutdown_timeout_ms: u64,
     /// Admin interface: `IP:PORT` or a Unix socket path; empty = off.
     pub admin: String,
+    /// Names the admin listener answers to in `Host`, besides its address (and `localhost`
+    /// on loopback): say, the name a reverse proxy in front of it uses.
+    pub admin_hosts: Vec<String>,
+    /// Bearer token every admin request must carry (`Authorization: Bearer TOKEN`); "" =
+    /// none. Required (here or in `admin_token_file`) when `admin` is not a loopback address.
+    pub admin_token: String,
+    /// A file whose first line is that token (kept out of the configuration file).
+    pub admin_token_file: PathBuf,
+    /// File mode of a Unix-socket admin listener.
+    pub admin_socket_mode: u32,
     /// Drop privileges to this user (name or uid) once listening; empty = stay as started.
     pub user: String,
     /// ... and this group (name or gid); empty = the user's primary group.
@@ -98,6 +108,10 @@ impl Default for Config {
             workers: 0,
             shutdown_timeout_ms: defaults::SHUTDOWN_TIMEOUT_MS,
             admin: String::new(),
+            admin_hosts: Vec::new(),
+            admin_token: String::new(),
+            admin_token_file: PathBuf::new(),
+            admin_socket_mode: defaults::ADMIN_SOCKET_MODE,
             user: String::new(),
             group: String::new(),
             pid_file: PathBuf::new(),
@@ -150,6 +164,7 @@ impl Config {
     /// Check every value; the error is one line naming the option.
     pub fn validate(&self) -> Result<(), String> {
         self.listen_addr()?;
+        self.admin_access()?;
         crate::ops::identity(&self.user, &self.group)?;
         if let Some(dir) = self
             .pid_file
@@ -182,6 +197,18 @@ impl Config {
         self.work.validate()?;
         self.proxy.validate()?;
         gearshift_handlers::sites::validate(&self.sites, &self.static_files)
+    }
+
+    /// The admin listener's access rules (the token read from its file); errors name the
+    /// option. A listener beyond loopback without a token is refused.
+    pub fn admin_access(&self) -> Result<crate::admin::Access, String> {
+        crate::admin::Access::from_config(
+            &self.admin,
+            &self.admin_hosts,
+            &self.admin_token,
+            &self.admin_token_file,
+            self.admin_socket_mode,
+        )
     }
 
     pub fn listen_addr(&self) -> Result<SocketAddr, String> {

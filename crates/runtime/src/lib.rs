@@ -58,7 +58,7 @@ pub fn serve(
     gearshift_engines::limits::defer_accept(&listener, config.http.defer_accept_s);
     let admin = match config.admin.as_str() {
         "" => None,
-        a => Some(admin::Admin::bind(a)?),
+        a => Some(admin::Admin::bind(a, config.admin_access()?)?),
     };
     let admin_at = admin.as_ref().map(admin::Admin::describe);
     let engine = gearshift_engines::build(&config.engines())?;

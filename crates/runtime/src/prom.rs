@@ -26,6 +26,8 @@ pub(crate) struct Scrape {
     pub knobs: BTreeMap<String, u64>,
     pub controller: Option<String>,
     pub frozen: bool,
+    /// Admin requests refused by the access rules, by reason.
+    pub admin_refused: [(&'static str, u64); 4],
     pub process: Process,
     /// Established client connections on the listening port (kernel's view).
     pub connections_established: u64,
@@ -137,6 +139,18 @@ impl Collector for Scrape {
             for why in Slow::ALL {
                 m.encode_family(&[("reason", why.name())])?
                     .encode_counter::<NoLabelSet, _, u64>(&self.guard.slow[why as usize], None)?;
+            }
+        }
+        {
+            let mut m = e.encode_descriptor(
+                "gearshift_admin_refused",
+                "admin requests refused (Host, Origin, Content-Type or token), by reason",
+                None,
+                MetricType::Counter,
+            )?;
+            for (reason, n) in &self.admin_refused {
+                m.encode_family(&[("reason", *reason)])?
+                    .encode_counter::<NoLabelSet, _, u64>(n, None)?;
             }
         }
         let g = &self.guard;
@@ -424,6 +438,12 @@ mod tests {
             knobs: [("threads".to_string(), 7)].into(),
             controller: Some("apache".into()),
             frozen: true,
+            admin_refused: [
+                ("host", 2),
+                ("origin", 0),
+                ("content_type", 1),
+                ("token", 0),
+            ],
             process: Process::read(),
             connections_established: 3,
             listen_overflows: 0,
@@ -442,6 +462,8 @@ mod tests {
         assert_eq!(v["gearshift_compressed_responses_total"], 4.0);
         assert_eq!(v["gearshift_compression_saved_bytes_total"], 1000.0);
         assert_eq!(v["gearshift_compressions_total"], 1.0);
+        assert_eq!(v["gearshift_admin_refused_total{reason=\"host\"}"], 2.0);
+        assert_eq!(v["gearshift_admin_refused_total{reason=\"token\"}"], 0.0);
         assert_eq!(v["gearshift_requests_total"], 2.0);
         assert_eq!(v["gearshift_responses_total{class=\"2xx\"}"], 1.0);
         assert_eq!(v["gearshift_responses_total{class=\"4xx\"}"], 1.0);

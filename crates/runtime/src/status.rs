@@ -2,9 +2,10 @@
 //! the control loop) and `/metrics`, from the engine's `Shared` and the runtime's own
 //! `State` (the online-control status and the running configuration's listen address).
 
+use crate::admin::Refusal;
 use crate::live::LiveStatus;
 use gearshift_engines::Shared;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 /// What the runtime keeps besides the engine's `Shared`.
@@ -16,6 +17,8 @@ pub struct State {
     listen: Mutex<String>,
     /// The port the public listener is bound to (for the established-connections gauge).
     port: u16,
+    /// Admin requests refused by the access rules, by `Refusal`.
+    admin_refused: [AtomicU64; Refusal::ALL.len()],
 }
 
 impl State {
@@ -24,7 +27,13 @@ impl State {
             live: LiveStatus::default(),
             listen: Mutex::new(listen.to_string()),
             port,
+            admin_refused: Default::default(),
         }
+    }
+
+    /// Count an admin request refused by the access rules.
+    pub fn refused(&self, why: Refusal) {
+        self.admin_refused[why as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn set_listen(&self, listen: &str) {
@@ -64,6 +73,12 @@ impl State {
             knobs: shared.knobs.values(),
             controller: live.controller,
             frozen: self.live.frozen.load(Ordering::SeqCst),
+            admin_refused: Refusal::ALL.map(|why| {
+                (
+                    why.name(),
+                    self.admin_refused[why as usize].load(Ordering::Relaxed),
+                )
+            }),
             process: crate::prom::Process::read(),
             connections_established: gearshift_core::metrics::procfs::established_on_port(
                 self.port,

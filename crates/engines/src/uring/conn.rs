@@ -29,6 +29,8 @@ pub(super) struct Connection {
     pub(super) held: bool,
     /// Deadline of the current send (last progress + send timeout) or of lingering.
     pub(super) deadline_ms: u64,
+    /// Counted against the engine's connection cap while the connection lives.
+    pub(super) _slot: Option<crate::limits::GateSlot>,
 }
 
 impl Connection {
@@ -43,6 +45,7 @@ impl Connection {
             leaving: None,
             held: false,
             deadline_ms: 0,
+            _slot: None,
         }
     }
 

@@ -194,27 +194,52 @@ impl UringLoop {
         // every pool thread is busy.
         self.dynamic.expire(&mut self.w);
         let now = self.w.now_ms;
-        let expired: Vec<usize> = self
-            .conns
-            .iter()
-            .filter(|(_, c)| !c.closing && c.leaving.is_none())
-            .filter(|(_, c)| {
-                now >= match c.lingering || !c.out.is_empty() {
-                    true => c.deadline_ms,
-                    false => c.session.http.read_deadline(),
-                }
-            })
-            .map(|(k, _)| k)
-            .collect();
+        // At the connection cap (or out of descriptors) with connections queueing in the
+        // backlog: pressure, as in the event engine. Heads and idle connections get the
+        // shorter pressure deadline, and if that frees nothing, as many as queue (up to 64)
+        // of those closest to their deadlines make room.
+        let pressure = !self.gate().open_for_accepts() && self.backlog_waiting();
+        let mut expired = Vec::new();
+        let mut closest: Vec<(u64, usize)> = Vec::new();
+        for (k, c) in self.conns.iter() {
+            if c.closing || c.leaving.is_some() {
+                continue;
+            }
+            let reading = !c.lingering && c.out.is_empty();
+            let deadline = match (reading, pressure) {
+                (false, _) => c.deadline_ms,
+                (true, true) => c.session.http.pressure_deadline(),
+                (true, false) => c.session.http.read_deadline(),
+            };
+            if now >= deadline {
+                expired.push(k);
+            } else if pressure && reading && c.session.http.phase() != Phase::Body {
+                closest.push((deadline, k));
+            }
+        }
+        let mut evicted = Vec::new();
+        if pressure && expired.len() < 64 {
+            let queued = gearshift_core::metrics::procfs::accept_queue(self.listener())
+                .map_or(1, |(len, _)| len as usize)
+                .clamp(1, 64);
+            let n = queued.saturating_sub(expired.len()).min(closest.len());
+            if n > 0 {
+                closest.select_nth_unstable(n - 1);
+                evicted.extend(closest[..n].iter().map(|&(_, k)| k));
+                expired.extend_from_slice(&evicted);
+            }
+        }
         for k in expired {
             let c = &mut self.conns[k];
             // Counted by reason, as the other engines do (/metrics, /status).
             let guard = self.shared.counters.guard();
             if !c.lingering && c.out.is_empty() {
                 match c.session.http.slow_reason() {
+                    _ if evicted.contains(&k) => guard.slow(Slow::Pressure),
                     SlowReason::FirstByte => guard.slow(Slow::FirstByte),
                     SlowReason::Head => guard.slow(Slow::Head),
                     SlowReason::Body => guard.slow(Slow::Body),
+                    SlowReason::KeepAlive if pressure => guard.slow(Slow::Pressure),
                     SlowReason::KeepAlive => {}
                 }
             } else if !c.lingering {

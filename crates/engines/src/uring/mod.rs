@@ -6,6 +6,7 @@
 //! and handlers as every engine. Where io_uring cannot be used (`kernel.io_uring_disabled`,
 //! a seccomp filter, an old kernel), `build` fails with one line naming `--engine event`.
 
+mod accept;
 mod conn;
 mod handoff;
 mod output;
@@ -89,6 +90,7 @@ impl super::Engine for UringEngine {
             shared: shared.clone(),
             registry,
             dynamic: dynamic.clone(),
+            gate: crate::limits::ConnGate::new(shared.service.load().max_connections),
         };
         let mut handles: Vec<Option<JoinHandle<()>>> = (0..MAX_WORKERS).map(|_| None).collect();
         for (id, slot) in handles.iter_mut().enumerate().take(self.workers) {
@@ -125,6 +127,8 @@ struct Loops {
     shared: Arc<Shared>,
     registry: Arc<Registry>,
     dynamic: Arc<crate::blocking_pool::BlockingPool<Dynamic>>,
+    /// The connection cap of all loops together, and the accept back-off.
+    gate: Arc<crate::limits::ConnGate>,
 }
 
 impl Loops {
@@ -133,11 +137,12 @@ impl Loops {
     fn spawn(&self, id: usize) -> std::io::Result<JoinHandle<()>> {
         let (listener, shared) = (self.listener.clone(), self.shared.clone());
         let (registry, dynamic) = (self.registry.clone(), self.dynamic.clone());
+        let gate = self.gate.clone();
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         let h = std::thread::Builder::new()
             .name(format!("uring-{id}"))
             .spawn(
-                move || match UringLoop::new(id, listener, shared, registry, dynamic) {
+                move || match UringLoop::new(id, listener, shared, registry, dynamic, gate) {
                     Ok(mut w) => {
                         let _ = tx.send(Ok(()));
                         w.run();

@@ -1,6 +1,6 @@
 //! One loop of the uring engine: its ring, its connections, and the completions that drive
-//! them. One multishot accept on the shared listener (registered as a fixed file) brings
-//! every new connection; one multishot receive per connection fills buffers the kernel
+//! them. An accept on the shared listener (registered as a fixed file; multishot, under
+//! the engine's connection cap: accept.rs) brings new connections; one multishot receive per connection fills buffers the kernel
 //! picks from the loop's provided-buffer ring, so idle connections hold none; answers are
 //! queued per connection (`output.rs`) with one send in flight, and every send, receive and
 //! cancel prepared while handling a batch of completions goes to the kernel with the wait
@@ -12,24 +12,25 @@ use super::output::{Mappings, Spare};
 use super::ring::BufRing;
 use super::{Dynamic, Mailbox, Registry};
 use crate::blocking_pool::BlockingPool;
-use crate::session::{Session, Stop, ThreadCtx};
+use crate::limits::ConnGate;
+use crate::session::{Stop, ThreadCtx};
 use crate::shared::Shared;
 use gearshift_core::lifecycle::unix_now;
 use gearshift_core::output::Batch;
 use gearshift_handlers::Service;
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
-use rustix::fd::{AsRawFd, FromRawFd, OwnedFd};
+use rustix::fd::{AsRawFd, OwnedFd};
 use slab::Slab;
-use std::net::{SocketAddr, TcpListener};
+use std::net::TcpListener;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 const KIND: u64 = 0xff << 56;
-const ACCEPT: u64 = 1 << 56;
+pub(super) const ACCEPT: u64 = 1 << 56;
 const RECV: u64 = 2 << 56;
 const SEND: u64 = 3 << 56;
 const WAKE: u64 = 4 << 56;
-const CANCEL: u64 = 5 << 56;
+pub(super) const CANCEL: u64 = 5 << 56;
 const TICK: u64 = 6 << 56;
 /// The longest wait for completions: the timer sweep's granularity (as the event loop's).
 const TICK_MS: u64 = 100;
@@ -39,6 +40,8 @@ const LINGER_MS: u64 = 2000;
 /// arrived wait to be processed (one completion batch).
 const BUFS: u16 = 512;
 const BUF_SIZE: usize = 8 * 1024;
+/// Room below the connection cap under which accepts are armed one at a time.
+pub(super) const MULTISHOT_ROOM: usize = 64;
 
 pub(super) struct UringLoop {
     // Dropped first: closing the ring ends every operation before the buffers go.
@@ -48,13 +51,17 @@ pub(super) struct UringLoop {
     pub(super) mailbox: Arc<Mailbox>,
     pub(super) registry: Arc<Registry>,
     pub(super) shared: Arc<Shared>,
-    listener: Arc<TcpListener>,
-    listener_fixed: bool,
+    pub(super) listener: Arc<TcpListener>,
+    pub(super) listener_fixed: bool,
     pub(super) conns: Slab<Connection>,
     pub(super) batch: Batch,
     pub(super) w: ThreadCtx,
     pub(super) accepting: bool,
-    accept_armed: bool,
+    pub(super) accept_armed: bool,
+    /// A cancel of the armed accept is on its way (the cap was reached or accepting paused).
+    pub(super) accept_cancelled: bool,
+    /// The engine's connection cap and accept back-off, shared by its loops.
+    pub(super) gate: Arc<ConnGate>,
     pub(super) dynamic: Arc<BlockingPool<Dynamic>>,
     waker: Arc<OwnedFd>,
     wake_buf: Box<[u8; 8]>,
@@ -78,6 +85,7 @@ impl UringLoop {
         shared: Arc<Shared>,
         registry: Arc<Registry>,
         dynamic: Arc<BlockingPool<Dynamic>>,
+        gate: Arc<ConnGate>,
     ) -> std::io::Result<UringLoop> {
         let ring = super::ring::new_ring()?;
         let bufs = BufRing::new(&ring, BUFS, BUF_SIZE, 0)?;
@@ -109,6 +117,8 @@ impl UringLoop {
             w,
             accepting: true,
             accept_armed: false,
+            accept_cancelled: false,
+            gate,
             dynamic,
             waker,
             wake_buf: Box::new([0; 8]),
@@ -129,8 +139,14 @@ impl UringLoop {
         let (mut last_sweep, mut last_flush) = (0, 0);
         tracing::debug!(worker = self.id, "uring loop started");
         loop {
-            if self.accepting && !self.accept_armed {
+            // Accept while below the connection cap and not paused; beyond it the kernel
+            // keeps the connections in the backlog (the tick looks again within TICK_MS).
+            let open = self.gate.open_for_accepts();
+            if self.accepting && open && !self.accept_armed {
                 self.arm_accept();
+            } else if self.accept_armed && !open && !self.accept_cancelled {
+                self.push(opcode::AsyncCancel::new(ACCEPT).build().user_data(CANCEL));
+                self.accept_cancelled = true;
             }
             if self.tick_multishot && !self.tick_armed {
                 self.arm_tick();
@@ -222,31 +238,6 @@ impl UringLoop {
         }
     }
 
-    fn arm_accept(&mut self) {
-        let flags = libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
-        let e = if self.listener_fixed {
-            opcode::AcceptMulti::new(types::Fixed(0))
-                .flags(flags)
-                .build()
-        } else {
-            opcode::AcceptMulti::new(types::Fd(self.listener.as_raw_fd()))
-                .flags(flags)
-                .build()
-        };
-        self.push(e.user_data(ACCEPT));
-        self.accept_armed = true;
-    }
-
-    /// Stop accepting (a drain or a retiring loop).
-    pub(super) fn stop_accepting(&mut self) {
-        if self.accepting {
-            self.accepting = false;
-            if self.accept_armed {
-                self.push(opcode::AsyncCancel::new(ACCEPT).build().user_data(CANCEL));
-            }
-        }
-    }
-
     fn arm_tick(&mut self) {
         let e = opcode::Timeout::new(&*self.tick)
             .flags(types::TimeoutFlags::MULTISHOT)
@@ -269,32 +260,6 @@ impl UringLoop {
         c.recv_armed = true;
         let e = opcode::RecvMulti::new(types::Fd(c.fd.as_raw_fd()), self.bufs.bgid).build();
         self.push(e.user_data(RECV | k as u64));
-    }
-
-    fn accepted(&mut self, res: i32, flags: u32, svc: &Service) {
-        if !cqueue::more(flags) {
-            self.accept_armed = false; // armed again before the next wait, if accepting
-        }
-        if res < 0 {
-            if res != -libc::ECANCELED {
-                // EMFILE/ENFILE/ENOBUFS: the accept is armed again at the next turn.
-                let e = std::io::Error::from_raw_os_error(-res);
-                tracing::warn!(worker = self.id, "accept: {e}");
-            }
-            return;
-        }
-        // SAFETY: a descriptor the kernel just created for this loop.
-        let fd = unsafe { OwnedFd::from_raw_fd(res) };
-        let _ = rustix::net::sockopt::set_tcp_nodelay(&fd, true);
-        let peer = match rustix::net::getpeername(&fd) {
-            Ok(Some(rustix::net::SocketAddrAny::V4(a))) => SocketAddr::V4(a),
-            Ok(Some(rustix::net::SocketAddrAny::V6(a))) => SocketAddr::V6(a),
-            _ => SocketAddr::from(([0, 0, 0, 0], 0)),
-        };
-        self.shared.counters.connection();
-        let session = Session::new(svc, peer, self.w.now_ms);
-        let k = self.conns.insert(Connection::new(fd, session));
-        self.arm_recv(k);
     }
 
     fn received(&mut self, k: usize, res: i32, flags: u32, svc: &Service) {

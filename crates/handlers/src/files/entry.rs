@@ -80,6 +80,8 @@ fn heads(
     header(&mut rep, "Last-Modified", last_modified.as_bytes());
     header(&mut rep, "ETag", etag.as_bytes());
     header(&mut rep, "Accept-Ranges", b"bytes");
+    // The declared type is the type: no browser may sniff an uploaded `.txt` into script.
+    header(&mut rep, "X-Content-Type-Options", b"nosniff");
     if let Some(enc) = coding.header_value() {
         header(&mut rep, "Content-Encoding", enc.as_bytes());
     }

@@ -125,7 +125,10 @@ impl StaticFiles {
                 return respond::html(out, ctx, 200, &[], page.as_bytes());
             }
             Found::Redirect => {
-                let mut loc = req.path.to_vec();
+                // From the normalised path, never the raw one: `//docs` would give
+                // `Location: //docs/`, a protocol-relative URL to the host "docs".
+                let mut loc = b"/".to_vec();
+                loc.extend_from_slice(path::encode_path(&mapped.rel).as_bytes());
                 loc.push(b'/');
                 if let Some(q) = req.query {
                     loc.push(b'?');

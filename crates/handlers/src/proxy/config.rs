@@ -32,6 +32,10 @@ pub struct ProxyConfig {
     /// Largest temporary file of a held response; past it the response goes on as the client
     /// reads (`*_max_temp_file_size`).
     pub max_temp_file_bytes: u64,
+    /// Forward request header names containing `_` (nginx `underscores_in_headers`, off by
+    /// default: `Content_Length` reads as `Content-Length` to an upstream that maps `_`
+    /// to `-`).
+    pub underscores_in_headers: bool,
 }
 
 impl Default for ProxyConfig {
@@ -46,6 +50,7 @@ impl Default for ProxyConfig {
             request_buffer_bytes: b.request_buffer_bytes,
             response_buffer_bytes: b.response_buffer_bytes,
             max_temp_file_bytes: b.max_temp_file_bytes,
+            underscores_in_headers: d::UNDERSCORES_IN_HEADERS,
         }
     }
 }
@@ -56,7 +61,9 @@ pub struct RouteConfig {
     /// Host (without port, case-insensitive) this route applies to; empty = any host.
     #[serde(default)]
     pub host: String,
-    /// URL path prefix (as sent, compared byte-wise); `/` = everything.
+    /// URL path prefix, compared byte-wise with the normalised path (dot segments
+    /// resolved, `//` collapsed, unreserved escapes decoded, as nginx locations); `/` =
+    /// everything.
     #[serde(default = "root_prefix")]
     pub prefix: String,
     /// Name of the `[[proxy.upstream]]` answering it.

@@ -110,7 +110,7 @@ impl Proxy {
         let idempotent = head.method.is_idempotent();
         let deadline = up.cfg.deadline_ms(now_ms);
         Some(LoopExchange {
-            req: forward::request_head(head, remote, up.addrs[0], up.via),
+            req: forward::request_head(head, remote, up.addrs[0], up.via, up.underscores),
             up,
             sent: 0,
             broken: false,

@@ -47,25 +47,29 @@ fn is_hop(name: &[u8], connection: &[&[u8]]) -> bool {
 }
 
 /// The request head sent upstream for `head` from the client at `peers.remote`; `fallback`
-/// is the Host used when the client sent none (HTTP/1.0).
+/// is the Host used when the client sent none (HTTP/1.0). The target is the normalised path
+/// the route was chosen by (`target.rs`), with the query as sent; header names with `_` go
+/// only with `underscores` (nginx's `underscores_in_headers`).
 pub(super) fn request_head(
     head: &RequestHead,
     remote: SocketAddr,
     fallback: SocketAddr,
     via: bool,
+    underscores: bool,
 ) -> Vec<u8> {
     let mut b = Vec::with_capacity(512 + head.head_len);
     b.extend_from_slice(head.method_raw);
     b.push(b' ');
-    if head.target.first() == Some(&b'/') || head.target == b"*" {
+    if head.target == b"*" {
         b.extend_from_slice(head.target);
     } else {
-        // Absolute-form: the upstream gets origin-form (RFC 9112 §3.2.1).
-        b.extend_from_slice(if head.path.is_empty() {
-            b"/"
+        // Absolute-form too: the upstream gets origin-form (RFC 9112 §3.2.1).
+        let path = if head.path.is_empty() {
+            Cow::Borrowed(&b"/"[..])
         } else {
-            head.path
-        });
+            super::target::normalise(head.path).unwrap_or(Cow::Borrowed(head.path))
+        };
+        b.extend_from_slice(&path);
         if let Some(q) = head.query {
             b.push(b'?');
             b.extend_from_slice(q);
@@ -86,6 +90,9 @@ pub(super) fn request_head(
     for h in &head.headers {
         let n = h.name;
         if is_hop(n, &connection)
+            // `Content_Length` is `Content-Length` to an upstream that maps `_` to `-`
+            // (CGI-style variables do): a second, unchecked framing field.
+            || (!underscores && n.contains(&b'_'))
             || n.eq_ignore_ascii_case(b"host")
             || n.eq_ignore_ascii_case(b"content-length")
             // The proxy answers 100-continue itself and sends the body when it has it.

@@ -10,6 +10,7 @@ fn forwarded(raw: &[u8]) -> String {
         remote,
         "127.0.0.1:9".parse().unwrap(),
         true,
+        false,
     ))
     .unwrap()
 }
@@ -62,6 +63,7 @@ fn forwarding_lists_keep_every_earlier_field_and_name_the_client_exactly() {
             &head,
             remote.parse().unwrap(),
             "127.0.0.1:9".parse().unwrap(),
+            false,
             false,
         );
         let s = String::from_utf8(s).unwrap();
@@ -178,6 +180,7 @@ fn via_names_this_hop_after_the_earlier_ones_in_both_directions() {
         "10.0.0.1:1".parse().unwrap(),
         "127.0.0.1:9".parse().unwrap(),
         false,
+        false,
     );
     let s = String::from_utf8(s).unwrap();
     assert!(
@@ -227,4 +230,14 @@ fn every_hop_by_hop_name_is_recognised_in_any_case() {
     }
     assert!(!is_hop(b"x-keep", &[]));
     assert!(is_hop(b"X-Named", &[b"close, x-named"]));
+}
+
+#[test]
+fn normalised_target_and_no_underscored_names_go_upstream() {
+    let s = forwarded(
+        b"GET //a/./b/../c%2e?x=/../y HTTP/1.1\r\nHost: t\r\nContent_Length: 5\r\nX_Y: 1\r\nX-Z: 2\r\n\r\n",
+    );
+    assert!(s.starts_with("GET /a/c.?x=/../y HTTP/1.1\r\n"), "{s}");
+    assert!(!s.contains("Content_Length") && !s.contains("X_Y"), "{s}");
+    assert!(s.contains("\r\nX-Z: 2\r\n"), "{s}");
 }

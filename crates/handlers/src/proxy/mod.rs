@@ -26,6 +26,7 @@ mod forward;
 mod health;
 mod pool;
 mod relay;
+mod target;
 
 pub use evented::{Fed, LoopExchange, Retry};
 
@@ -69,6 +70,9 @@ pub struct Upstream {
     /// `[proxy] via` (kept per pool so both proxy paths see it; a reload that changes it
     /// builds new pools).
     via: bool,
+    /// `[proxy] underscores_in_headers`: forward header names with `_` (kept per pool, as
+    /// `via`).
+    underscores: bool,
     addrs: Vec<SocketAddr>,
     balancer: Mutex<Balancer>,
     pool: IdlePool,
@@ -116,9 +120,19 @@ impl Proxy {
             .enumerate()
             .map(|(n, u)| {
                 previous
-                    .and_then(|p| p.upstreams.iter().find(|o| o.cfg == *u && o.via == cfg.via))
+                    .and_then(|p| {
+                        p.upstreams.iter().find(|o| {
+                            o.cfg == *u
+                                && o.via == cfg.via
+                                && o.underscores == cfg.underscores_in_headers
+                        })
+                    })
                     .cloned()
-                    .unwrap_or_else(|| Arc::new(Upstream::new(u, n as u64, cfg.via)))
+                    .unwrap_or_else(|| {
+                        let mut up = Upstream::new(u, n as u64, cfg.via);
+                        up.underscores = cfg.underscores_in_headers;
+                        Arc::new(up)
+                    })
             })
             .collect();
         let routes = cfg
@@ -139,20 +153,30 @@ impl Proxy {
         })
     }
 
-    /// The pool answering `head`, if a route matches.
+    /// The pool answering `head`, if a route matches its normalised path (`target.rs`).
     fn find(&self, head: &RequestHead) -> Option<&Arc<Upstream>> {
+        let path = target::normalise(head.path).ok()?;
+        self.route_for(head, &path)
+    }
+
+    fn route_for(&self, head: &RequestHead, path: &[u8]) -> Option<&Arc<Upstream>> {
         let host = head.host.map(strip_port).unwrap_or_default();
         self.routes
             .iter()
             .find(|r| {
-                head.path.starts_with(&r.prefix)
+                path.starts_with(&r.prefix)
                     && (r.host.is_empty() || host.eq_ignore_ascii_case(&r.host))
             })
             .map(|r| &self.upstreams[r.upstream])
     }
 
+    /// Whether the proxy answers `head`: a route matches its normalised path, or it has none
+    /// and its raw path is under a route (the proxy then refuses it, 400).
     pub fn matches(&self, head: &RequestHead) -> bool {
-        self.find(head).is_some()
+        match target::normalise(head.path) {
+            Ok(path) => self.route_for(head, &path).is_some(),
+            Err(_) => self.route_for(head, head.path).is_some(),
+        }
     }
 
     /// Forward `head` (and `body`) to a server of its pool and stream the answer to `out`.
@@ -163,6 +187,9 @@ impl Proxy {
         body: &mut BodyIn,
         out: &mut Out,
     ) -> Outcome {
+        if target::normalise(head.path).is_err() {
+            return out.error(400, &[], false);
+        }
         let Some(up) = self.find(head) else {
             return out.error(404, &[], false);
         };
@@ -204,6 +231,7 @@ impl Upstream {
             pool: IdlePool::new(cfg.keepalive, cfg.keepalive_timeout_ms),
             cfg: cfg.clone(),
             via,
+            underscores: false,
             epoch: Instant::now(),
             health_pid: AtomicU32::new(0),
         }
@@ -220,7 +248,13 @@ impl Upstream {
 
     fn serve(&self, head: &RequestHead, peers: Peers, body: &mut BodyIn, out: &mut Out) -> Outcome {
         let life = out.lifecycle();
-        let req = forward::request_head(head, peers.remote, self.addrs[0], self.via);
+        let req = forward::request_head(
+            head,
+            peers.remote,
+            self.addrs[0],
+            self.via,
+            self.underscores,
+        );
         let idempotent = head.method.is_idempotent();
         let replayable = idempotent && head.framing == Framing::None;
         let deadline = self.cfg.deadline_ms(life.now_ms());

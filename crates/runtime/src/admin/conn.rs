@@ -12,7 +12,7 @@
 use rustix::event::epoll::{self, EventData, EventFlags, EventVec};
 use rustix::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::io::{ErrorKind, Read, Write};
-use std::net::TcpStream;
+use std::net::{SocketAddr, TcpStream};
 use std::os::unix::net::UnixStream;
 
 /// Connections kept at once; a new one beyond this closes the oldest.
@@ -38,6 +38,13 @@ impl Sock {
         match self {
             Sock::Tcp(s) => s.as_fd(),
             Sock::Unix(s) => s.as_fd(),
+        }
+    }
+    /// The address the connection came in on (None on a Unix socket).
+    fn local(&self) -> Option<SocketAddr> {
+        match self {
+            Sock::Tcp(s) => s.local_addr().ok(),
+            Sock::Unix(_) => None,
         }
     }
     fn nonblocking(&self) -> std::io::Result<()> {
@@ -68,6 +75,7 @@ pub(super) enum Parsed<R> {
 
 struct Conn {
     sock: Sock,
+    local: Option<SocketAddr>,
     input: Vec<u8>,
     /// The answer once known, and how much of it is written.
     output: Option<Vec<u8>>,
@@ -109,6 +117,7 @@ impl Conns {
         // (the client would wait for their close after ours).
         gearshift_core::inherit::close_in_children(sock.fd());
         self.list.push(Conn {
+            local: sock.local(),
             sock,
             input: Vec::new(),
             output: None,
@@ -120,13 +129,14 @@ impl Conns {
 
     /// Move every connection on as far as its socket allows: read, and once `parse` says
     /// the request is complete (or bad: `Err` with a status), write what `answer` makes of
-    /// it. A connection past its deadline still reading is answered `answer(Err(408))`.
+    /// it (told the address the connection came in on). A connection past its deadline
+    /// still reading is answered `answer(Err(408))`.
     pub(super) fn advance<R>(
         &mut self,
         epoll: BorrowedFd<'_>,
         now_ms: u64,
         parse: impl Fn(&[u8]) -> Result<Parsed<R>, (u16, String)>,
-        mut answer: impl FnMut(Result<R, (u16, String)>) -> Vec<u8>,
+        mut answer: impl FnMut(Result<R, (u16, String)>, Option<SocketAddr>) -> Vec<u8>,
     ) {
         // Clear the set's ready list; the connections are few, so each is simply tried.
         let mut events = EventVec::with_capacity(MAX_CONNS + 1);
@@ -154,7 +164,7 @@ impl Conns {
                             Ok(Parsed::More) => None,
                         };
                         if let Some(v) = verdict {
-                            c.output = Some(answer(v));
+                            c.output = Some(answer(v, c.local));
                         }
                     }
                 }
