@@ -80,9 +80,12 @@ fn two_sites_and_a_wildcard_are_chosen_by_host() {
         assert_eq!(r.status, 200, "{host}: {}", show(&r.raw_head));
         assert!(r.text().contains(want), "{host}: {}", r.text());
     }
-    // An absolute-form target names the authority; it wins over Host (RFC 9112 3.2.2).
-    let r = s.request("GET http://a.test/same.txt HTTP/1.1\r\nHost: other.test\r\n\r\n");
+    // An absolute-form target names the site; a Host that disagrees with its authority is
+    // refused (RFC 9112 3.2.2, issue 17).
+    let r = s.request("GET http://a.test/same.txt HTTP/1.1\r\nHost: a.test\r\n\r\n");
     assert_eq!(r.text(), "same path, site a\n");
+    let r = s.request("GET http://a.test/same.txt HTTP/1.1\r\nHost: other.test\r\n\r\n");
+    assert_eq!(r.status, 400);
     // Per-site settings: b's Cache-Control, a's listing; the top level has neither.
     assert_eq!(
         get_host(&s, "/same.txt", "b.test").header("cache-control"),
