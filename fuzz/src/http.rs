@@ -3,8 +3,7 @@
 //! and the PROXY protocol header (v1 and v2).
 
 use gearshift_http::conditional::{
-    evaluate, if_range_matches, list_matches, parse_entity_tag, Outcome, Preconditions,
-    Validators,
+    evaluate, if_range_matches, list_matches, parse_entity_tag, Outcome, Preconditions, Validators,
 };
 use gearshift_http::parse::parse_head;
 use gearshift_http::proxied::{self, Header as Proxied};
@@ -190,7 +189,12 @@ pub fn request_head(data: &[u8]) {
 
 /// Decode `input` arriving `step` bytes at a time: the body, and how it ended (consumed
 /// bytes when done, the error, or None while more is needed).
-fn decode(framing: Framing, max: u64, input: &[u8], step: usize) -> (Vec<u8>, Result<Option<usize>, BodyError>) {
+fn decode(
+    framing: Framing,
+    max: u64,
+    input: &[u8],
+    step: usize,
+) -> (Vec<u8>, Result<Option<usize>, BodyError>) {
     let mut dec = BodyDecoder::new(framing, max);
     let (mut body, mut pos, mut avail) = (Vec::new(), 0, 0);
     loop {
@@ -239,7 +243,10 @@ pub fn chunked(data: &[u8]) {
     }
     let body = data;
     let mut enc = Vec::new();
-    let mut seed = data.iter().fold(0x9e37_79b9_u64, |h, &b| h.rotate_left(5) ^ u64::from(b)) | 1;
+    let mut seed = data
+        .iter()
+        .fold(0x9e37_79b9_u64, |h, &b| h.rotate_left(5) ^ u64::from(b))
+        | 1;
     let mut next = || {
         seed ^= seed << 13;
         seed ^= seed >> 7;
@@ -250,7 +257,11 @@ pub fn chunked(data: &[u8]) {
     while !rest.is_empty() {
         let n = 1 + (next() as usize % rest.len().min(300));
         let r = next();
-        let hex = if r & 1 == 1 { format!("{n:X}") } else { format!("{n:x}") };
+        let hex = if r & 1 == 1 {
+            format!("{n:X}")
+        } else {
+            format!("{n:x}")
+        };
         let zeros = (r >> 1) as usize % 3;
         enc.extend_from_slice("0".repeat(zeros).as_bytes());
         enc.extend_from_slice(hex.as_bytes());
@@ -281,7 +292,11 @@ pub fn chunked(data: &[u8]) {
     }
     let n = data.first().map_or(0, |&b| usize::from(b).min(data.len()));
     let (got, end) = decode(Framing::Length(n as u64), 1 << 20, data, data.len().max(1));
-    assert_eq!((&got[..], end), (&data[..n], Ok(Some(n))), "Content-Length body");
+    assert_eq!(
+        (&got[..], end),
+        (&data[..n], Ok(Some(n))),
+        "Content-Length body"
+    );
 }
 
 /// Range: the first 8 bytes pick the length (often small), the next the range limit, the
@@ -303,13 +318,25 @@ pub fn range(data: &[u8]) {
     for (i, a) in ranges.iter().enumerate() {
         assert!(a.start <= a.end && a.end < len, "{a:?} outside {len}");
         for b in &ranges[i + 1..] {
-            assert!(a.end + 1 < b.start || b.end + 1 < a.start, "{a:?} and {b:?} touch");
+            assert!(
+                a.end + 1 < b.start || b.end + 1 < a.start,
+                "{a:?} and {b:?} touch"
+            );
         }
-        assert_eq!(content_range(*a, len), format!("bytes {}-{}/{len}", a.start, a.end));
+        assert_eq!(
+            content_range(*a, len),
+            format!("bytes {}-{}/{len}", a.start, a.end)
+        );
     }
-    let again: Vec<String> = ranges.iter().map(|r| format!("{}-{}", r.start, r.end)).collect();
+    let again: Vec<String> = ranges
+        .iter()
+        .map(|r| format!("{}-{}", r.start, r.end))
+        .collect();
     let again = format!("bytes={}", again.join(","));
-    assert_eq!(parse_range(again.as_bytes(), len, max), Ranges::Partial(ranges.clone()));
+    assert_eq!(
+        parse_range(again.as_bytes(), len, max),
+        Ranges::Partial(ranges.clone())
+    );
     let m = multipart(&ranges, len, "text/plain", "gsB0undary");
     let sum: u64 = m.part_heads.iter().map(|h| h.len() as u64).sum::<u64>()
         + ranges.iter().map(ByteRange::len).sum::<u64>()
@@ -342,7 +369,10 @@ pub fn conditional(data: &[u8]) {
             last_modified = t;
         }
     }
-    let v = Validators { etag, last_modified };
+    let v = Validators {
+        etag,
+        last_modified,
+    };
     let pre = Preconditions {
         if_match: im,
         if_none_match: inm,
@@ -351,7 +381,10 @@ pub fn conditional(data: &[u8]) {
     };
     for get in [true, false] {
         let _ = evaluate(get, &pre, &v);
-        assert_eq!(evaluate(get, &Preconditions::default(), &v), Outcome::Proceed);
+        assert_eq!(
+            evaluate(get, &Preconditions::default(), &v),
+            Outcome::Proceed
+        );
     }
     if let Some(ir) = ir {
         let _ = if_range_matches(ir, &v);

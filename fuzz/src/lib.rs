@@ -26,8 +26,14 @@ pub const TARGETS: &[(&str, fn(&[u8]))] = &[
     ("conditional", http::conditional),
     ("proxy_protocol", http::proxy_protocol),
     ("cgi_head", gearshift_handlers::fuzzing::cgi_head),
-    ("fastcgi_records", gearshift_handlers::fuzzing::fastcgi_records),
-    ("upstream_response", gearshift_handlers::fuzzing::upstream_response),
+    (
+        "fastcgi_records",
+        gearshift_handlers::fuzzing::fastcgi_records,
+    ),
+    (
+        "upstream_response",
+        gearshift_handlers::fuzzing::upstream_response,
+    ),
     ("config_toml", runtime::config_toml),
     ("admin_json", runtime::admin_json),
 ];

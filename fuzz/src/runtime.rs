@@ -18,7 +18,10 @@ pub fn config_toml(data: &[u8]) {
     let _ = config.validate();
     let again = toml::to_string(&config).expect("a parsed configuration serialises");
     match Config::from_toml(&again) {
-        Ok(back) => assert!(back == config, "configuration changed through TOML:\n{again}"),
+        Ok(back) => assert!(
+            back == config,
+            "configuration changed through TOML:\n{again}"
+        ),
         Err(e) => panic!("re-serialised configuration does not parse: {e}\n{again}"),
     }
 }
@@ -34,8 +37,17 @@ pub fn admin_json(data: &[u8]) {
         assert_eq!(back.get(k).and_then(serde_json::Value::as_u64), Some(*v));
     }
     let table = KnobTable::default();
-    for (name, min, max) in [("threads", 1, 4096), ("queue", 0, 1 << 20), ("workers", 1, 64)] {
-        let spec = Spec { name, min, max, help: "" };
+    for (name, min, max) in [
+        ("threads", 1, 4096),
+        ("queue", 0, 1 << 20),
+        ("workers", 1, 64),
+    ] {
+        let spec = Spec {
+            name,
+            min,
+            max,
+            help: "",
+        };
         table.define(spec, min);
     }
     let before = table.values();

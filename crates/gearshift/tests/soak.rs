@@ -40,8 +40,10 @@ const RESTART_GRACE: Duration = Duration::from_millis(2000);
 /// After idle connections are closed: time for accepts to resume (EMFILE back-off).
 const FDS_GRACE: Duration = Duration::from_millis(1500);
 
-const CGI_SH: &str = "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\ncgi %s\\n' \"$QUERY_STRING\"\n";
-const ECHO_PHP: &str = "<?php\nheader('Content-Type: text/plain');\necho 'php ', $_GET['n'] ?? '-';\n";
+const CGI_SH: &str =
+    "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\ncgi %s\\n' \"$QUERY_STRING\"\n";
+const ECHO_PHP: &str =
+    "<?php\nheader('Content-Type: text/plain');\necho 'php ', $_GET['n'] ?? '-';\n";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
@@ -78,8 +80,9 @@ impl Fault {
         let life = (o.opened, o.end);
         match *self {
             Fault::ChildKill(t) => (o.opened <= t && t <= o.end).then_some("child killed"),
-            Fault::Upstream(a, b) => (o.kind == Kind::Proxy && overlaps(life, (a, b + RESTART_GRACE)))
-                .then_some("upstream down"),
+            Fault::Upstream(a, b) => (o.kind == Kind::Proxy
+                && overlaps(life, (a, b + RESTART_GRACE)))
+            .then_some("upstream down"),
             Fault::Fpm(a, b) => (o.kind == Kind::Php && overlaps(life, (a, b + RESTART_GRACE)))
                 .then_some("php-fpm down"),
             Fault::Fds(a, b) => overlaps(life, (a, b + FDS_GRACE)).then_some("descriptors out"),
@@ -99,7 +102,10 @@ impl Site {
         match kind {
             Kind::Static => self.statics[n % self.statics.len()].clone(),
             Kind::Proxy => self.proxied[n % self.proxied.len()].clone(),
-            Kind::Cgi => (format!("/cgi-bin/echo.sh?{n}"), format!("cgi {n}\n").into_bytes()),
+            Kind::Cgi => (
+                format!("/cgi-bin/echo.sh?{n}"),
+                format!("cgi {n}\n").into_bytes(),
+            ),
             Kind::Php => (format!("/echo.php?n={n}"), format!("php {n}").into_bytes()),
         }
     }
@@ -121,7 +127,11 @@ fn check(c: &mut Conn, want: &[u8]) -> Result<(), String> {
         return Err(format!("status {} {}", r.status, r.text().trim()));
     }
     if r.body != want {
-        return Err(format!("wrong body ({} bytes, want {})", r.body.len(), want.len()));
+        return Err(format!(
+            "wrong body ({} bytes, want {})",
+            r.body.len(),
+            want.len()
+        ));
     }
     Ok(())
 }
@@ -153,7 +163,11 @@ fn one_connection(addr: SocketAddr, site: &Site, rng: &mut Rng, out: &mut Vec<Ou
         Err(e) => return record(plan[0].0, Some(format!("connect: {e}"))),
     };
     let head = |path: &str, close: bool| {
-        let extra: &[(&str, &str)] = if close { &[("Connection", "close")] } else { &[] };
+        let extra: &[(&str, &str)] = if close {
+            &[("Connection", "close")]
+        } else {
+            &[]
+        };
         req("GET", path, extra)
     };
     if mode == 2 {
@@ -169,7 +183,10 @@ fn one_connection(addr: SocketAddr, site: &Site, rng: &mut Rng, out: &mut Vec<Ou
             }
         }
         if let Err(e) = check(&mut c, want) {
-            return record(*kind, Some(format!("{path}: {e} (request {i}, mode {mode})")));
+            return record(
+                *kind,
+                Some(format!("{path}: {e} (request {i}, mode {mode})")),
+            );
         }
         record(*kind, None);
     }
@@ -180,18 +197,24 @@ fn engine_children(pid: i32) -> Vec<i32> {
     child_pids(pid)
         .into_iter()
         .filter(|c| {
-            std::fs::read_to_string(format!("/proc/{c}/comm")).is_ok_and(|n| n.trim() == "gearshift")
+            std::fs::read_to_string(format!("/proc/{c}/comm"))
+                .is_ok_and(|n| n.trim() == "gearshift")
         })
         .collect()
 }
 
 /// Start (or restart, on the same port) the upstream gearshift.
 fn upstream(root: &TempDir, port: u16) -> Server {
-    let args: Vec<String> = ["serve", &root.str(), "--listen", &format!("127.0.0.1:{port}")]
-        .into_iter()
-        .chain(["--engine", "event", "--workers", "1"])
-        .map(String::from)
-        .collect();
+    let args: Vec<String> = [
+        "serve",
+        &root.str(),
+        "--listen",
+        &format!("127.0.0.1:{port}"),
+    ]
+    .into_iter()
+    .chain(["--engine", "event", "--workers", "1"])
+    .map(String::from)
+    .collect();
     let mut last = None;
     for _ in 0..50 {
         match launch(&args, &[], None) {
@@ -211,7 +234,10 @@ fn config(root: &TempDir, admin: u16, up: u16, fpm: Option<&str>, reload: u32) -
         5000 + reload % 2 * 1000
     );
     if let Some(backend) = fpm {
-        let _ = write!(c, "[fastcgi]\nbackend = \"{backend}\"\nextensions = [\".php\"]\n");
+        let _ = write!(
+            c,
+            "[fastcgi]\nbackend = \"{backend}\"\nextensions = [\".php\"]\n"
+        );
     }
     let _ = write!(
         c,
@@ -225,8 +251,11 @@ fn config(root: &TempDir, admin: u16, up: u16, fpm: Option<&str>, reload: u32) -
 /// A knob of the engine and two values to move it between, from `GET /knobs`.
 fn pick_knob(admin: u16) -> Option<(String, [u64; 2])> {
     let mut c = Conn::try_open(SocketAddr::from(([127, 0, 0, 1], admin))).ok()?;
-    c.try_send(format!("GET /knobs HTTP/1.1\r\nHost: 127.0.0.1:{admin}\r\nConnection: close\r\n\r\n").as_bytes())
-        .ok()?;
+    c.try_send(
+        format!("GET /knobs HTTP/1.1\r\nHost: 127.0.0.1:{admin}\r\nConnection: close\r\n\r\n")
+            .as_bytes(),
+    )
+    .ok()?;
     let r = c.try_response(false).ok()?;
     let v: serde_json::Value = serde_json::from_slice(&r.body).ok()?;
     let knobs = v.get("knobs")?.as_object()?;
@@ -264,7 +293,8 @@ fn ctl_set(admin: u16, knob: &str, value: u64) -> bool {
 #[test]
 fn every_request_is_answered_or_explained_by_a_fault() {
     let engine = std::env::var("GEARSHIFT_TEST_ENGINE").unwrap_or_else(|_| "event".into());
-    let secs: u64 = std::env::var("GEARSHIFT_SOAK_SECS").map_or(20, |s| s.parse().expect("seconds"));
+    let secs: u64 =
+        std::env::var("GEARSHIFT_SOAK_SECS").map_or(20, |s| s.parse().expect("seconds"));
 
     // The upstream gearshift with the proxied files.
     let up_root = TempDir::new("soak-up");
@@ -296,7 +326,10 @@ fn every_request_is_answered_or_explained_by_a_fault() {
     root.write("echo.php", ECHO_PHP);
     let admin = free_port();
     let cfg_dir = TempDir::new("soak-cfg");
-    let cfg = cfg_dir.write("gearshift.toml", config(&root, admin, up_port, backend.as_deref(), 0));
+    let cfg = cfg_dir.write(
+        "gearshift.toml",
+        config(&root, admin, up_port, backend.as_deref(), 0),
+    );
     let args: Vec<String> = vec![
         "serve".into(),
         root.str(),
@@ -324,7 +357,10 @@ fn every_request_is_answered_or_explained_by_a_fault() {
     let server = match launched {
         Ok(s) => s,
         Err(e) if engine == "uring" && e.stderr.contains("--engine event") => {
-            println!("soak {engine}: skipped, io_uring is not available here: {}", e.stderr);
+            println!(
+                "soak {engine}: skipped, io_uring is not available here: {}",
+                e.stderr
+            );
             return;
         }
         Err(e) => panic!("server did not start: {e:?}"),
@@ -365,13 +401,20 @@ fn every_request_is_answered_or_explained_by_a_fault() {
         tick += 1;
         let t = tick % 48; // a 12 s cycle of quarter seconds
         if tick % 12 == 4 {
-            std::fs::write(&cfg, config(&root, admin, up_port, backend.as_deref(), counts[0] + 1)).unwrap();
+            std::fs::write(
+                &cfg,
+                config(&root, admin, up_port, backend.as_deref(), counts[0] + 1),
+            )
+            .unwrap();
             server.signal(libc::SIGHUP);
             counts[0] += 1;
         }
         if tick % 20 == 6 {
             if let Some((name, values)) = &knob {
-                assert!(ctl_set(admin, name, values[counts[1] as usize % 2 ^ 1]), "ctl set {name}");
+                assert!(
+                    ctl_set(admin, name, values[counts[1] as usize % 2 ^ 1]),
+                    "ctl set {name}"
+                );
                 counts[1] += 1;
             }
         }
@@ -457,13 +500,19 @@ fn every_request_is_answered_or_explained_by_a_fault() {
         counts[3],
         counts[4],
         counts[5],
-        std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim()
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .trim()
     );
     for u in unexplained.iter().take(20) {
         println!("  unexplained: {u}");
     }
     let mut server = server;
-    assert!(server.is_running(), "the server died: {}", server.stderr_text());
+    assert!(
+        server.is_running(),
+        "the server died: {}",
+        server.stderr_text()
+    );
     assert!(
         unexplained.is_empty(),
         "{} failures without a fault to explain them; server log:\n{}",
@@ -475,5 +524,8 @@ fn every_request_is_answered_or_explained_by_a_fault() {
             assert!(ok[i] > 0, "no {kind} request was answered");
         }
     }
-    assert!(counts[0] > 0 && counts[3] > 0, "too short to inject the faults");
+    assert!(
+        counts[0] > 0 && counts[3] > 0,
+        "too short to inject the faults"
+    );
 }

@@ -32,7 +32,11 @@ pub fn cgi_head(data: &[u8]) {
         return;
     };
     assert!(*len <= data.len(), "head past the input");
-    assert_eq!(head::parse(&data[..*len]), parsed, "head not complete at its length");
+    assert_eq!(
+        head::parse(&data[..*len]),
+        parsed,
+        "head not complete at its length"
+    );
     if *len > 0 {
         assert_eq!(
             head::parse(&data[..len - 1]),

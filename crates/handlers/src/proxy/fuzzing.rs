@@ -60,7 +60,13 @@ pub fn upstream_response(data: &[u8]) {
             match parse_response(&buf[..h.len], head_request, via) {
                 Parsed::Done(again) => {
                     assert_eq!(
-                        (again.status, &again.fields, again.body, again.len, &again.via),
+                        (
+                            again.status,
+                            &again.fields,
+                            again.body,
+                            again.len,
+                            &again.via
+                        ),
                         (h.status, &h.fields, h.body, h.len, &h.via)
                     );
                 }
