@@ -274,7 +274,7 @@ fn pick_knob(admin: u16) -> Option<(String, [u64; 2])> {
 }
 
 fn ctl_set(admin: u16, knob: &str, value: u64) -> bool {
-    let mut cmd = command(
+    let cmd = command(
         &[
             "ctl".into(),
             "--admin".into(),
@@ -285,7 +285,6 @@ fn ctl_set(admin: u16, knob: &str, value: u64) -> bool {
         &[],
         None,
     );
-    cmd.stdout(std::process::Stdio::null());
     let (status, _, _) = run_to_exit(cmd);
     status.success()
 }
