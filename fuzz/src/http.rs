@@ -358,7 +358,7 @@ pub fn conditional(data: &[u8]) {
         let mut again = if tag.weak { b"W/".to_vec() } else { Vec::new() };
         again.extend_from_slice(tag.opaque);
         assert_eq!(parse_entity_tag(&again), Some(tag));
-        assert!(tag.weak_eq(&tag) && tag.strong_eq(&tag) == !tag.weak);
+        assert!(tag.weak_eq(&tag) && tag.strong_eq(&tag) != tag.weak);
         assert_eq!(list_matches(&again, Some(&tag), false), Some(true));
     }
     let mut last_modified = 0;
@@ -397,7 +397,7 @@ pub fn conditional(data: &[u8]) {
         assert_eq!(evaluate(true, &own, &v), Outcome::Proceed);
         assert!(if_range_matches(tag.opaque, &v));
     }
-    if let Some(t) = im.and_then(|d| u64::from_str_radix(&String::from_utf8_lossy(d), 10).ok()) {
+    if let Some(t) = im.and_then(|d| String::from_utf8_lossy(d).parse::<u64>().ok()) {
         let _ = date::fmt(t);
     }
 }

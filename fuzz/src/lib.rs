@@ -18,8 +18,11 @@ pub mod explore;
 pub mod http;
 pub mod runtime;
 
+/// A target: arbitrary bytes in, a panic when an invariant breaks.
+pub type Target = fn(&[u8]);
+
 /// Every target: its name (= the libFuzzer binary and the seed folder) and its function.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("request_head", http::request_head),
     ("chunked", http::chunked),
     ("range", http::range),

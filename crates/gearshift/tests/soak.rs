@@ -378,7 +378,7 @@ fn every_request_is_answered_or_explained_by_a_fault() {
         .map(|i| {
             let (site, outcomes) = (site.clone(), outcomes.clone());
             thread::spawn(move || {
-                let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (i as u64 + 1) * 0x1234_5678);
+                let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ ((i as u64 + 1) * 0x1234_5678));
                 let mut mine = Vec::new();
                 while Instant::now() < deadline {
                     one_connection(addr, &site, &mut rng, &mut mine);
@@ -411,7 +411,7 @@ fn every_request_is_answered_or_explained_by_a_fault() {
         if tick % 20 == 6 {
             if let Some((name, values)) = &knob {
                 assert!(
-                    ctl_set(admin, name, values[counts[1] as usize % 2 ^ 1]),
+                    ctl_set(admin, name, values[(counts[1] as usize % 2) ^ 1]),
                     "ctl set {name}"
                 );
                 counts[1] += 1;
