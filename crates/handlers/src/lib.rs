@@ -17,6 +17,8 @@ pub mod cgi;
 pub mod dispatch;
 pub mod fastcgi;
 pub mod files;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod proxy;
 pub mod scripts;
 pub mod service;

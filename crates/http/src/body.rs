@@ -206,11 +206,13 @@ impl BodyDecoder {
             (State::SizeLf, b'\n') => {
                 // The limit is checked once the size line is complete, so an overlong
                 // (malformed) size is a 400 and only a well-formed one over the limit a 413.
-                if self.total.saturating_add(self.chunk) > self.max_body {
-                    return Err(BodyError::TooLarge);
-                }
+                // A sum past u64::MAX is too large too (fuzzing found the overflow with
+                // the proxy's unlimited upstream bodies: fuzz/regressions/upstream_response).
+                self.total = match self.total.checked_add(self.chunk) {
+                    Some(total) if total <= self.max_body => total,
+                    _ => return Err(BodyError::TooLarge),
+                };
                 self.line = 0;
-                self.total += self.chunk;
                 let chunk = std::mem::take(&mut self.chunk);
                 if chunk == 0 {
                     State::TrailerStart

@@ -265,6 +265,27 @@ fn encode(chunks: &[Vec<u8>], ext: bool, trailers: &[(String, String)]) -> Vec<u
     out
 }
 
+/// Found by fuzzing (fuzz/regressions/upstream_response/): chunk sizes summing past
+/// u64::MAX overflowed the running total (a panic in debug builds, a wrapped total in
+/// release) when there is no limit, as for the proxy's upstream bodies; now 413-style.
+#[test]
+fn chunk_sizes_summing_past_u64_max_are_too_large_not_an_overflow() {
+    let mut d = BodyDecoder::new(Framing::Chunked, u64::MAX);
+    let input = b"5\r\nhello\r\nffffffffffffffff\r\n";
+    let mut rest = &input[..];
+    let err = loop {
+        match d.decode(rest) {
+            Ok(step) if step.consumed > 0 => rest = &rest[step.consumed..],
+            Ok(step) => panic!("stuck: {step:?}"),
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(err, BodyError::TooLarge);
+    let mut one = BodyDecoder::new(Framing::Chunked, u64::MAX);
+    let whole = one.decode(b"ffffffffffffffff\r\n").unwrap();
+    assert!(!whole.done, "one chunk of u64::MAX bytes is still allowed");
+}
+
 proptest! {
     #[test]
     fn chunked_split_anywhere_gives_same_data(

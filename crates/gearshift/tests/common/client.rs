@@ -103,14 +103,19 @@ pub struct Conn {
 
 impl Conn {
     pub fn open(addr: SocketAddr) -> Conn {
-        let stream = TcpStream::connect_timeout(&addr, IO_TIMEOUT).expect("connect to gearshift");
-        stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
-        stream.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
-        stream.set_nodelay(true).unwrap();
-        Conn {
+        Conn::try_open(addr).expect("connect to gearshift")
+    }
+
+    /// Like `open`, with the failure returned (the soak counts refused connections).
+    pub fn try_open(addr: SocketAddr) -> io::Result<Conn> {
+        let stream = TcpStream::connect_timeout(&addr, IO_TIMEOUT)?;
+        stream.set_read_timeout(Some(IO_TIMEOUT))?;
+        stream.set_write_timeout(Some(IO_TIMEOUT))?;
+        stream.set_nodelay(true)?;
+        Ok(Conn {
             stream,
             buf: VecDeque::new(),
-        }
+        })
     }
 
     pub fn send(&mut self, bytes: &[u8]) {

@@ -25,6 +25,7 @@
 pub mod config;
 mod conn;
 mod exchange;
+pub(crate) mod fuzzing;
 mod inbox;
 mod mux;
 mod record;

@@ -23,6 +23,7 @@ mod balance;
 pub mod config;
 mod evented;
 mod forward;
+pub(crate) mod fuzzing;
 mod health;
 mod pool;
 mod relay;
