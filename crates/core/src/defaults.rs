@@ -63,6 +63,11 @@ pub const CACHE_MAX_FILE: u64 = 256 * 1024;
 /// is far laxer; issue 3 asks for at most once a second.
 pub const CACHE_REVALIDATE_MS: u64 = 1000;
 
+/// Longest a TLS handshake may take from the connection's accept before it is closed.
+/// nginx has no handshake timeout of its own: the handshake runs under
+/// `client_header_timeout` (60 s by default), which we follow.
+pub const TLS_HANDSHAKE_TIMEOUT_MS: u64 = 60_000;
+
 /// Drain period on SIGTERM/SIGINT before remaining connections are closed.
 /// nginx has no limit by default (`worker_shutdown_timeout` unset); Apache's graceful-stop
 /// `GracefulShutdownTimeout` defaults to 0 (none). We bound it: 10 s.
