@@ -13,16 +13,18 @@ use gearshift_handlers::dispatch::{self, Peers};
 use gearshift_handlers::stream::{BodyIn, Out};
 use gearshift_http::parse::parse_head;
 use gearshift_http::{Method, Version};
+use gearshift_core::tls::wire::Client;
 use rustix::fd::BorrowedFd;
 use std::net::SocketAddr;
 
-/// Run the dynamic request `session` reported with `Stop::Dynamic` on `fd` (non-blocking;
+/// Run the dynamic request `session` reported with `Stop::Dynamic` on `client` (its socket
+/// non-blocking, its TLS state if it is HTTPS;
 /// waits are polls). `input` holds the bytes read after the head (body, maybe pipelined
 /// requests); on return it holds what follows this request. Afterwards
 /// `session.close_after_write` says whether the connection must close; the response is
 /// completely written either way.
 pub fn run(
-    fd: BorrowedFd<'_>,
+    client: Client<'_>,
     session: &mut Session,
     input: &mut Vec<u8>,
     shared: &Shared,
@@ -31,6 +33,7 @@ pub fn run(
     let Some(req) = session.take_dynamic() else {
         return;
     };
+    let fd = client.fd();
     let exchange_us = gearshift_core::metrics::now_us();
     w.now_ms = shared.now_ms();
     w.date.update(unix_now());
@@ -41,7 +44,7 @@ pub fn run(
     let Ok(Some(head)) = parse_head(&req.head, &svc.limits) else {
         // Only if a reload tightened the limits since the head was read.
         let mut out = Out::new(
-            fd,
+            client,
             &shared.life,
             *w.date.get(),
             Version::Http11,
@@ -67,7 +70,7 @@ pub fn run(
     let keep_alive = session.keep_alive_for(&head, &req, &svc, w);
     let head_only = head.method == Method::Head;
     let mut out = Out::new(
-        fd,
+        client,
         &shared.life,
         *w.date.get(),
         head.version,
@@ -76,7 +79,7 @@ pub fn run(
         send_ms,
     );
     let mut body = BodyIn::new(
-        fd,
+        client,
         &mut session.http,
         input,
         &shared.life,

@@ -10,6 +10,7 @@
 
 pub use gearshift_core::accesslog::LogFormat;
 pub use gearshift_core::config::{HttpConfig, LogConfig};
+pub use gearshift_core::tls::{CertificateConfig, TlsConfig};
 use gearshift_core::defaults;
 pub use gearshift_engines::config::{
     DynamicConfig, EngineConfig, ForkConfig, PoolConfig, PreforkConfig, StagedConfig,
@@ -76,6 +77,8 @@ pub struct Config {
     pub control: crate::live::LiveConfig,
     /// The reverse proxy (`[[proxy.route]]`, `[[proxy.upstream]]`).
     pub proxy: ProxyConfig,
+    /// HTTPS on a second listener (`[tls]`, `[[tls.certificate]]`).
+    pub tls: TlsConfig,
 }
 
 impl Default for Config {
@@ -106,6 +109,7 @@ impl Default for Config {
             work: WorkConfig::default(),
             control: crate::live::LiveConfig::default(),
             proxy: ProxyConfig::default(),
+            tls: TlsConfig::default(),
         }
     }
 }
@@ -165,7 +169,12 @@ impl Config {
         self.fastcgi.validate()?;
         self.cgi.validate()?;
         self.work.validate()?;
-        self.proxy.validate()
+        self.proxy.validate()?;
+        self.tls.validate()?;
+        if self.tls.enabled() && self.tls.listen_addr()? == self.listen_addr()? {
+            return Err("tls.listen: must differ from listen (HTTP stays on listen)".into());
+        }
+        Ok(())
     }
 
     pub fn listen_addr(&self) -> Result<SocketAddr, String> {

@@ -21,6 +21,8 @@ pub struct TlsConn {
     peer_closed: bool,
     /// Monotonic ms by which the handshake must be done.
     handshake_deadline_ms: u64,
+    /// The last read of ciphertext from the socket was short (`wire::recv` sets it).
+    pub(super) short_read: bool,
 }
 
 impl std::fmt::Debug for TlsConn {
@@ -45,6 +47,7 @@ impl TlsConn {
             pos: 0,
             peer_closed: false,
             handshake_deadline_ms,
+            short_read: false,
         })
     }
 
@@ -118,6 +121,12 @@ impl TlsConn {
             self.pos = 0;
         }
         n
+    }
+
+    /// All plaintext was read and the socket read before it was short: as with a short
+    /// plain read, nothing more is there until the socket is readable again.
+    pub fn drained(&self) -> bool {
+        self.short_read && !self.has_plaintext()
     }
 
     /// The client ended its side: once `has_plaintext` is false, reading is at its end.

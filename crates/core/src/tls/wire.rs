@@ -13,6 +13,7 @@ use rustix::fd::{AsFd, BorrowedFd};
 use rustix::io::Errno;
 use rustix::net::{SendAncillaryBuffer, SendFlags};
 use std::io::{self, IoSlice};
+use std::sync::Mutex;
 
 /// Ciphertext read per call (a TLS record is at most 16 KiB plus a little).
 const CIPHER_READ: usize = 17 * 1024;
@@ -33,6 +34,7 @@ pub fn recv(fd: BorrowedFd<'_>, tls: &mut TlsConn, buf: &mut [u8]) -> Result<usi
             return Ok(0);
         }
         let n = rustix::io::read(fd, &mut cipher)?;
+        tls.short_read = n < CIPHER_READ;
         if n == 0 {
             return Ok(0);
         }
@@ -159,5 +161,47 @@ impl io::Write for Sock<'_> {
 
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
+    }
+}
+
+/// A client connection as the blocking streams of a dynamic exchange see it: the socket,
+/// and its TLS state when it is HTTPS (behind a lock: a CGI exchange reads the body on one
+/// thread while it writes the answer on another).
+#[derive(Clone, Copy)]
+pub struct Client<'a> {
+    fd: BorrowedFd<'a>,
+    tls: Option<&'a Mutex<TlsConn>>,
+}
+
+impl<'a> From<BorrowedFd<'a>> for Client<'a> {
+    fn from(fd: BorrowedFd<'a>) -> Client<'a> {
+        Client { fd, tls: None }
+    }
+}
+
+impl<'a> Client<'a> {
+    pub fn new(fd: BorrowedFd<'a>, tls: Option<&'a Mutex<TlsConn>>) -> Client<'a> {
+        Client { fd, tls }
+    }
+
+    /// The socket (for polls: readiness, hang-ups).
+    pub fn fd(&self) -> BorrowedFd<'a> {
+        self.fd
+    }
+
+    /// Plaintext from the client, as read(2) would give it.
+    pub fn read(&self, buf: &mut [u8]) -> Result<usize, Errno> {
+        match self.tls {
+            None => rustix::io::read(self.fd, buf),
+            Some(t) => recv(self.fd, &mut t.lock().unwrap_or_else(|p| p.into_inner()), buf),
+        }
+    }
+
+    /// Write what `batch` holds, as `Batch::write` does.
+    pub fn write(&self, batch: &mut Batch) -> Result<(u64, Flushed), Errno> {
+        match self.tls {
+            None => batch.write(self.fd),
+            Some(t) => send(self.fd, &mut t.lock().unwrap_or_else(|p| p.into_inner()), batch),
+        }
     }
 }

@@ -22,6 +22,7 @@ use std::net::SocketAddr;
 const MAX_QUEUED: u64 = 256 * 1024;
 
 mod framed;
+mod redirect;
 mod thread_ctx;
 pub use framed::{Framed, MAX_FRAMED};
 pub use thread_ctx::ThreadCtx;
@@ -52,6 +53,9 @@ pub struct Session {
     pub proxy_in_loop: bool,
     /// The connection must start with a PROXY protocol header, not read yet.
     proxy_header_due: bool,
+    /// `tls.redirect_http` on the plain listener: every request is answered with a 301 to
+    /// HTTPS on this port.
+    pub redirect_https: Option<u16>,
 }
 
 /// What the start of a connection gave when a PROXY protocol header is due.
@@ -120,6 +124,7 @@ impl Session {
             unwritten: None,
             proxy_in_loop: false,
             proxy_header_due: svc.proxy_protocol,
+            redirect_https: None,
         }
     }
 
@@ -194,7 +199,9 @@ impl Session {
             match ev {
                 Event::NeedMore => return (pos, Stop::NeedInput),
                 Event::BodyData(_) => {}
-                Event::Head(head) if svc.is_dynamic(&head) => {
+                // Redirected to HTTPS: never a dynamic exchange (a body is read as any
+                // other, then the 301 answers it).
+                Event::Head(head) if self.redirect_https.is_none() && svc.is_dynamic(&head) => {
                     let seen = self.current();
                     self.dynamic = Some(Box::new(DynamicRequest {
                         head: input[pos - n..pos].to_vec(),
@@ -298,7 +305,10 @@ impl Session {
         };
         let t0 = w.counters.map(|_| gearshift_core::metrics::now_us());
         crate::guard::note_request(head.method_raw, head.target);
-        let outcome = svc.handle(head, &ctx, out);
+        let outcome = match self.redirect_https {
+            Some(port) => redirect::answer(head, port, &ctx, out),
+            None => svc.handle(head, &ctx, out),
+        };
         if let Some(t0) = t0 {
             let svc_us = gearshift_core::metrics::now_us().saturating_sub(t0);
             self.count(

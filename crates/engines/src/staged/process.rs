@@ -102,7 +102,7 @@ fn exchange(c: &mut Conn, shared: &Shared, w: &mut ThreadCtx) {
     {
         c.session.written(w.now_ms);
         let mut input = std::mem::take(&mut c.session.inbuf);
-        crate::exchange::run(fd, &mut c.session, &mut input, shared, w);
+        crate::exchange::run(fd.into(), &mut c.session, &mut input, shared, w);
         c.session.inbuf = input;
     } else {
         c.out.clear();

@@ -40,7 +40,7 @@ pub(in crate::uring) fn run_dynamic(d: Dynamic, w: &mut ThreadCtx) {
     } = d;
     let c = &mut conn;
     let mut input = std::mem::take(&mut c.session.inbuf);
-    crate::exchange::run(c.fd.as_fd(), &mut c.session, &mut input, &shared, w);
+    crate::exchange::run(c.fd.as_fd().into(), &mut c.session, &mut input, &shared, w);
     c.session.inbuf = input;
     let dest = match home.retire.load(Ordering::SeqCst) {
         true => registry.heir(id).unwrap_or_else(|| home.clone()),

@@ -13,6 +13,7 @@ use self::framing::Framer;
 use gearshift_core::lifecycle::Lifecycle;
 use gearshift_core::output::{Batch, Flushed};
 use gearshift_core::respond::{self, Ctx, Outcome};
+use gearshift_core::tls::wire::Client;
 use gearshift_http::date::DATE_LEN;
 use gearshift_http::{Conn, Event, Framing, Version};
 use rustix::event::{poll, PollFd, PollFlags};
@@ -61,11 +62,19 @@ pub fn wait_ready(
 }
 
 /// Write all of `batch`, waiting while the socket is full. False if the client took
-/// nothing for `send_ms`, the drain deadline passed, or the write failed.
-pub fn write_all(fd: BorrowedFd<'_>, batch: &mut Batch, send_ms: u64, life: &Lifecycle) -> bool {
+/// nothing for `send_ms`, the drain deadline passed, or the write failed. (Over TLS the
+/// batch is encrypted on the way: `Client`.)
+pub fn write_all<'a>(
+    client: impl Into<Client<'a>>,
+    batch: &mut Batch,
+    send_ms: u64,
+    life: &Lifecycle,
+) -> bool {
+    let client = client.into();
+    let fd = client.fd();
     let mut progress = life.now_ms();
     loop {
-        match batch.write(fd) {
+        match client.write(batch) {
             Ok((_, Flushed::All)) => return true,
             Ok((n, Flushed::Blocked)) => {
                 if n > 0 {
@@ -86,7 +95,7 @@ pub fn write_all(fd: BorrowedFd<'_>, batch: &mut Batch, send_ms: u64, life: &Lif
 
 /// The request body, read from the client as the handler asks for it.
 pub struct BodyIn<'a> {
-    fd: BorrowedFd<'a>,
+    client: Client<'a>,
     conn: &'a mut Conn,
     /// Bytes read after the head; `input[start..]` is not consumed yet.
     input: &'a mut Vec<u8>,
@@ -102,7 +111,7 @@ pub struct BodyIn<'a> {
 
 impl<'a> BodyIn<'a> {
     pub fn new(
-        fd: BorrowedFd<'a>,
+        client: impl Into<Client<'a>>,
         conn: &'a mut Conn,
         input: &'a mut Vec<u8>,
         life: &'a Lifecycle,
@@ -112,7 +121,7 @@ impl<'a> BodyIn<'a> {
     ) -> BodyIn<'a> {
         let done = framing == Framing::None;
         BodyIn {
-            fd,
+            client: client.into(),
             conn,
             input,
             start: 0,
@@ -182,7 +191,7 @@ impl<'a> BodyIn<'a> {
             self.continue_due = false;
             let mut b = Batch::default();
             b.push_bytes(gearshift_http::response::CONTINUE);
-            if !write_all(self.fd, &mut b, self.send_ms, self.life) {
+            if !write_all(self.client, &mut b, self.send_ms, self.life) {
                 return Err(BodyFail::Gone);
             }
         }
@@ -202,7 +211,7 @@ impl<'a> BodyIn<'a> {
         loop {
             let len = self.input.len();
             self.input.resize(len + READ_CHUNK, 0);
-            let r = rustix::io::read(self.fd, &mut self.input[len..]);
+            let r = self.client.read(&mut self.input[len..]);
             self.input.truncate(len + *r.as_ref().unwrap_or(&0));
             match r {
                 Ok(0) => return Err(BodyFail::Gone),
@@ -210,7 +219,7 @@ impl<'a> BodyIn<'a> {
                 Err(Errno::INTR) => continue,
                 Err(Errno::AGAIN) => {
                     let deadline = self.conn.read_deadline();
-                    if !wait_ready(self.fd, PollFlags::IN, deadline, self.life) {
+                    if !wait_ready(self.client.fd(), PollFlags::IN, deadline, self.life) {
                         return Err(if self.life.now_ms() >= deadline {
                             BodyFail::Status(408)
                         } else {
@@ -227,7 +236,7 @@ impl<'a> BodyIn<'a> {
 /// The response, streamed to the client: `framing::Framer`'s framing, written with
 /// blocking semantics.
 pub struct Out<'a> {
-    fd: BorrowedFd<'a>,
+    client: Client<'a>,
     life: &'a Lifecycle,
     date: [u8; DATE_LEN],
     send_ms: u64,
@@ -239,7 +248,7 @@ pub struct Out<'a> {
 
 impl<'a> Out<'a> {
     pub fn new(
-        fd: BorrowedFd<'a>,
+        client: impl Into<Client<'a>>,
         life: &'a Lifecycle,
         date: [u8; DATE_LEN],
         version: Version,
@@ -248,7 +257,7 @@ impl<'a> Out<'a> {
         send_ms: u64,
     ) -> Out<'a> {
         Out {
-            fd,
+            client: client.into(),
             life,
             date,
             send_ms,
@@ -260,7 +269,7 @@ impl<'a> Out<'a> {
 
     /// The client socket.
     pub fn fd(&self) -> BorrowedFd<'a> {
-        self.fd
+        self.client.fd()
     }
 
     /// The server state (clock, drain deadline) the exchange runs under.
@@ -339,7 +348,7 @@ impl<'a> Out<'a> {
 
     /// Write what is queued. False (and `broken`) if the client stopped taking data.
     pub fn flush(&mut self) -> bool {
-        if !self.broken && !write_all(self.fd, &mut self.batch, self.send_ms, self.life) {
+        if !self.broken && !write_all(self.client, &mut self.batch, self.send_ms, self.life) {
             self.broken = true;
         }
         if self.broken {
