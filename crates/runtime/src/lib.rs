@@ -76,6 +76,10 @@ pub fn serve(
         }
         let tls_listener = bind(config.tls.listen_addr()?).map_err(|e| format!("tls.listen: {e}"))?;
         gearshift_engines::limits::defer_accept(&tls_listener, config.http.defer_accept_s);
+        // Every engine accepts from it when epoll says so, never waiting in accept.
+        tls_listener
+            .set_nonblocking(true)
+            .map_err(|e| format!("tls.listen: {e}"))?;
         let tls = gearshift_core::tls::Tls::new(tls_listener, &config.tls)?;
         shared = shared.with_tls(tls, config.tls.redirect_http);
     }
