@@ -271,7 +271,13 @@ impl Runner {
                 session.written(self.w.now_ms);
                 if stop == Stop::Dynamic {
                     // Blocking is what this thread does anyway: run the exchange inline.
-                    crate::exchange::run(fd.as_fd().into(), &mut session, &mut kept, shared, &mut self.w);
+                    crate::exchange::run(
+                        fd.as_fd().into(),
+                        &mut session,
+                        &mut kept,
+                        shared,
+                        &mut self.w,
+                    );
                     if session.close_after_write {
                         stop = Stop::Close;
                         break;

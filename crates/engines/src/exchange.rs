@@ -9,11 +9,11 @@
 use crate::session::{Session, ThreadCtx};
 use crate::shared::Shared;
 use gearshift_core::lifecycle::unix_now;
+use gearshift_core::tls::wire::Client;
 use gearshift_handlers::dispatch::{self, Peers};
 use gearshift_handlers::stream::{BodyIn, Out};
 use gearshift_http::parse::parse_head;
 use gearshift_http::{Method, Version};
-use gearshift_core::tls::wire::Client;
 use rustix::fd::BorrowedFd;
 use std::net::SocketAddr;
 

@@ -64,7 +64,9 @@ pub fn with_client<R>(fd: BorrowedFd<'_>, tls: &mut Tls, f: impl FnOnce(Client<'
         Some(t) => {
             let lock = Mutex::new(*t);
             let r = f(Client::new(fd, Some(&lock)));
-            *tls = Some(Box::new(lock.into_inner().unwrap_or_else(|p| p.into_inner())));
+            *tls = Some(Box::new(
+                lock.into_inner().unwrap_or_else(|p| p.into_inner()),
+            ));
             r
         }
     }

@@ -10,8 +10,8 @@
 
 pub use gearshift_core::accesslog::LogFormat;
 pub use gearshift_core::config::{HttpConfig, LogConfig};
-pub use gearshift_core::tls::{CertificateConfig, TlsConfig};
 use gearshift_core::defaults;
+pub use gearshift_core::tls::{CertificateConfig, TlsConfig};
 pub use gearshift_engines::config::{
     DynamicConfig, EngineConfig, ForkConfig, PoolConfig, PreforkConfig, StagedConfig,
     ThreadsConfig, WorkerConfig,
@@ -171,7 +171,10 @@ impl Config {
         self.work.validate()?;
         self.proxy.validate()?;
         self.tls.validate()?;
-        if self.tls.enabled() && self.tls.listen_addr()? == self.listen_addr()? {
+        if self.tls.enabled()
+            && self.tls.listen_addr()?.port() != 0
+            && self.tls.listen_addr()? == self.listen_addr()?
+        {
             return Err("tls.listen: must differ from listen (HTTP stays on listen)".into());
         }
         Ok(())

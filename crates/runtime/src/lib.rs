@@ -74,7 +74,8 @@ pub fn serve(
                 gearshift_engines::TLS_ENGINES.join(", ")
             ));
         }
-        let tls_listener = bind(config.tls.listen_addr()?).map_err(|e| format!("tls.listen: {e}"))?;
+        let tls_listener =
+            bind(config.tls.listen_addr()?).map_err(|e| format!("tls.listen: {e}"))?;
         gearshift_engines::limits::defer_accept(&tls_listener, config.http.defer_accept_s);
         // Every engine accepts from it when epoll says so, never waiting in accept.
         tls_listener
@@ -98,7 +99,10 @@ pub fn serve(
     let sampler = live::Sampler::new(&config.control, Some(probe), &shared, &state.live)?;
     let started = Started {
         addr: listener.local_addr().map_err(|e| format!("listen: {e}"))?,
-        tls_addr: shared.tls.as_ref().and_then(|t| t.listener.local_addr().ok()),
+        tls_addr: shared
+            .tls
+            .as_ref()
+            .and_then(|t| t.listener.local_addr().ok()),
         admin: admin_at,
         engine: engine.name(),
         workers: engine.workers(),
@@ -168,7 +172,9 @@ pub fn check(config: &Config) -> Result<Vec<String>, String> {
             if !e.contains("Address already in use") {
                 return Err(format!("tls.listen: {e}"));
             }
-            notes.push(format!("tls.listen: {addr} is in use (by the running server?)"));
+            notes.push(format!(
+                "tls.listen: {addr} is in use (by the running server?)"
+            ));
         }
     }
     if !config.pid_file.as_os_str().is_empty() {

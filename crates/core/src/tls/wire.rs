@@ -193,7 +193,11 @@ impl<'a> Client<'a> {
     pub fn read(&self, buf: &mut [u8]) -> Result<usize, Errno> {
         match self.tls {
             None => rustix::io::read(self.fd, buf),
-            Some(t) => recv(self.fd, &mut t.lock().unwrap_or_else(|p| p.into_inner()), buf),
+            Some(t) => recv(
+                self.fd,
+                &mut t.lock().unwrap_or_else(|p| p.into_inner()),
+                buf,
+            ),
         }
     }
 
@@ -201,7 +205,11 @@ impl<'a> Client<'a> {
     pub fn write(&self, batch: &mut Batch) -> Result<(u64, Flushed), Errno> {
         match self.tls {
             None => batch.write(self.fd),
-            Some(t) => send(self.fd, &mut t.lock().unwrap_or_else(|p| p.into_inner()), batch),
+            Some(t) => send(
+                self.fd,
+                &mut t.lock().unwrap_or_else(|p| p.into_inner()),
+                batch,
+            ),
         }
     }
 }

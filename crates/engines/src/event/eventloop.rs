@@ -240,18 +240,17 @@ impl EventLoop {
                 // At the connection cap: the rest waits in the backlog (`sweep` makes room).
                 return self.listen(false);
             }
-            let (fd, peer) =
-                match self
-                    .limits
-                    .acceptor
-                    .accept(listener, true, self.shared.counters)
-                {
-                    Accepted::Conn(fd, peer) => (fd, peer),
-                    Accepted::Empty => return,
-                    // Out of descriptors: stop listening until the pause is over (a
-                    // level-triggered listener would wake this loop in a spin).
-                    Accepted::Paused => return self.listen(false),
-                };
+            let (fd, peer) = match self
+                .limits
+                .acceptor
+                .accept(listener, true, self.shared.counters)
+            {
+                Accepted::Conn(fd, peer) => (fd, peer),
+                Accepted::Empty => return,
+                // Out of descriptors: stop listening until the pause is over (a
+                // level-triggered listener would wake this loop in a spin).
+                Accepted::Paused => return self.listen(false),
+            };
             let tls = match tls.map(|t| t.accept(self.w.now_ms)) {
                 None => None,
                 Some(Ok(t)) => Some(Box::new(t)),
