@@ -46,7 +46,9 @@ pub const NAMES: &[&str] = &[
 ];
 
 /// Engines that serve HTTPS (`[tls]`): TLS sits between their sockets and the session.
-pub const TLS_ENGINES: &[&str] = &["event"];
+/// Not yet: fork and prefork (connections cross processes between the head-reading stage
+/// and the children, and TLS state cannot), staged and uring.
+pub const TLS_ENGINES: &[&str] = &["event", "threads", "pool", "worker"];
 
 /// A concurrency architecture. `run` is called on the master (main) thread after the
 /// listener is bound; it serves until `host` asks for shutdown, drains within the
