@@ -2,9 +2,10 @@
 //! rcgen, and a rustls client: GET over TLS 1.3 and 1.2, ALPN http/1.1, keep-alive, SNI
 //! choosing the certificate, a large file and a dynamic answer over TLS, redirect_http,
 //! bad certificates refused at start with one line, and a certificate reloaded (SIGHUP)
-//! under `gearshift load` with no failed request. Engines that do not serve HTTPS yet
-//! (GEARSHIFT_TEST_ENGINE) must refuse the configuration at start with one line naming
-//! `--engine event`: that is what this suite checks for them.
+//! under `gearshift load` with no failed request. Every test runs on GEARSHIFT_TEST_ENGINE;
+//! engines that do not serve HTTPS yet (fork, prefork, staged, uring) must refuse the
+//! configuration at start with one line naming `--engine event`: that is what this suite
+//! checks for them.
 
 mod common;
 
