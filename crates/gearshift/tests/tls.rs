@@ -356,3 +356,29 @@ fn certificate_reloaded_under_load_fails_no_request() {
         "{log}"
     );
 }
+
+#[test]
+fn a_handshake_that_stalls_is_closed_at_its_timeout() {
+    let dir = docroot();
+    let ca = Ca::new();
+    ca.leaf(dir.path(), "a", &["localhost"], false);
+    let cfg = tls_config(&dir, &[("a", &["localhost"])], "")
+        .replace("[tls]\n", "[tls]\nhandshake_timeout_ms = 300\n");
+    let Some((_s, addr)) = start(&dir, &cfg) else {
+        return;
+    };
+    // The start of a ClientHello record, then nothing: the first-byte timeout (20 s) would
+    // not fire, the handshake's does.
+    let mut tcp = TcpStream::connect(addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    tcp.write_all(&[0x16, 0x03, 0x01, 0x00, 0x50, 0x01])
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    let mut buf = [0u8; 64];
+    let n = tcp.read(&mut buf).unwrap_or(0);
+    assert_eq!(n, 0, "closed without an answer");
+    assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+    // A complete handshake afterwards still works.
+    let mut c = connect(&ca, addr, "localhost", &rustls::version::TLS13);
+    assert!(get(&mut c, "/", "").0.starts_with("HTTP/1.1 200"));
+}
