@@ -73,6 +73,11 @@ pub const ADMIN_SOCKET_MODE: u32 = 0o600;
 /// per connection (OWASP ASVS 2.9: at least 64 bits of entropy for secrets).
 pub const ADMIN_TOKEN_MIN_LEN: usize = 16;
 
+/// Longest a TLS handshake may take from the connection's accept before it is closed.
+/// nginx has no handshake timeout of its own: the handshake runs under
+/// `client_header_timeout` (60 s by default), which we follow.
+pub const TLS_HANDSHAKE_TIMEOUT_MS: u64 = 60_000;
+
 /// Drain period on SIGTERM/SIGINT before remaining connections are closed.
 /// nginx has no limit by default (`worker_shutdown_timeout` unset); Apache's graceful-stop
 /// `GracefulShutdownTimeout` defaults to 0 (none). We bound it: 10 s.

@@ -23,3 +23,4 @@ pub mod net;
 pub mod output;
 pub mod ratelog;
 pub mod respond;
+pub mod tls;

@@ -197,8 +197,9 @@ impl Batch {
         Ok(sent)
     }
 
-    /// Drop `n` written bytes from the front.
-    fn consume(&mut self, mut n: u64) {
+    /// Drop `n` written bytes from the front (also used by TLS, which writes a batch's
+    /// bytes through rustls).
+    pub fn consume(&mut self, mut n: u64) {
         while n > 0 {
             let Some(front) = self.pieces.front_mut() else {
                 return;

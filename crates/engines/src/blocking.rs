@@ -11,6 +11,7 @@
 use crate::front::Handoff;
 use crate::session::{Session, Stop, ThreadCtx};
 use crate::shared::Shared;
+use crate::wire::{self, Tls};
 use gearshift_core::metrics::Slow;
 use gearshift_core::output::{Batch, Flushed};
 use gearshift_http::Phase;
@@ -94,7 +95,7 @@ impl Runner {
     /// Serve `fd` until the client leaves, a timeout fires, or the server drains.
     pub fn serve(&mut self, fd: OwnedFd, peer: SocketAddr, shared: &Shared) {
         let session = self.open(&fd, peer, shared);
-        self.serve_session(fd, session, Vec::new(), shared, None);
+        self.serve_session(fd, None, session, Vec::new(), shared, None);
     }
 
     /// A new connection's session; sets the socket up for `serve_session`.
@@ -105,7 +106,9 @@ impl Runner {
         let _ = rustix::net::sockopt::set_tcp_nodelay(fd, true);
         self.prepare(fd);
         shared.counters.connection();
-        Session::new(&svc, peer, self.w.now_ms)
+        let mut s = Session::new(&svc, peer, self.w.now_ms);
+        s.redirect_https = shared.redirect_https;
+        s
     }
 
     /// Blocking (as accepted), but no wait longer than a tick: a stalled client then
@@ -144,8 +147,11 @@ impl Runner {
         let svc = shared.service.load_full();
         self.w.sync_log(&svc);
         self.prepare(&h.fd);
-        let session = Session::resume(&svc, h.peer, self.w.now_ms, h.requests, h.head_ms);
-        self.serve_session(h.fd, session, h.input, shared, Some(linger))
+        let mut session = Session::resume(&svc, h.peer, self.w.now_ms, h.requests, h.head_ms);
+        if h.tls.is_none() {
+            session.redirect_https = shared.redirect_https;
+        }
+        self.serve_session(h.fd, h.tls, session, h.input, shared, Some(linger))
     }
 
     /// Serve a connection, starting with `kept` (input read before, not yet processed);
@@ -161,6 +167,7 @@ impl Runner {
     pub fn serve_session(
         &mut self,
         fd: OwnedFd,
+        mut tls: Tls,
         mut session: Session,
         mut kept: Vec<u8>,
         shared: &Shared,
@@ -191,8 +198,9 @@ impl Runner {
                             linger_until = Some(self.w.now_ms + ms);
                         } else {
                             let mut fds = [PollFd::new(&fd, PollFlags::IN)];
-                            if matches!(poll(&mut fds, 0), Ok(0)) {
-                                return Some(self.hand_back(fd, &session, kept, rcv_ms));
+                            let buffered = tls.as_ref().is_some_and(|t| t.has_plaintext());
+                            if !buffered && matches!(poll(&mut fds, 0), Ok(0)) {
+                                return Some(self.hand_back(fd, tls, &session, kept, rcv_ms));
                             }
                         }
                     }
@@ -205,13 +213,13 @@ impl Runner {
             }
             let deadline = session.http.read_deadline();
             if self.w.now_ms >= deadline && idle && linger_until.is_some() {
-                return Some(self.hand_back(fd, &session, kept, rcv_ms));
+                return Some(self.hand_back(fd, tls, &session, kept, rcv_ms));
             }
             if self.w.now_ms >= deadline && !fresh {
                 count_slow(shared, &session);
                 if session.http.phase() == Phase::Head {
                     session.timeout_response(&self.w, &mut self.batch);
-                    let _ = self.batch.write(fd.as_fd());
+                    let _ = wire::send(fd.as_fd(), &mut tls, &mut self.batch);
                     self.batch.clear();
                 }
                 break;
@@ -227,7 +235,7 @@ impl Runner {
                 if wait != rcv_ms && set_timeout(&fd, Timeout::Recv, wait).is_ok() {
                     rcv_ms = wait;
                 }
-                let n = match rustix::io::read(&fd, &mut self.buf) {
+                let n = match wire::recv(fd.as_fd(), &mut tls, &mut self.buf) {
                     Ok(0) => break,
                     Ok(n) => n,
                     Err(Errno::INTR) => continue,
@@ -239,7 +247,7 @@ impl Runner {
                         let over = lingering.is_some_and(|u| self.w.now_ms >= u);
                         let again = !self.w.draining && park.is_some_and(|p| p() > 0);
                         if over || !again {
-                            return Some(self.hand_back(fd, &session, kept, rcv_ms));
+                            return Some(self.hand_back(fd, tls, &session, kept, rcv_ms));
                         }
                         continue;
                     }
@@ -263,7 +271,7 @@ impl Runner {
                     // each entry as it is logged, too).
                     self.flush_log();
                 }
-                if !self.write_all(&fd, session.send_timeout_ms, shared) {
+                if !self.write_all(&fd, &mut tls, session.send_timeout_ms, shared) {
                     shared.counters.guard().slow(Slow::Send);
                     self.batch.clear();
                     return None;
@@ -271,16 +279,13 @@ impl Runner {
                 session.written(self.w.now_ms);
                 if stop == Stop::Dynamic {
                     // Blocking is what this thread does anyway: run the exchange inline.
-                    let held = crate::exchange::run(
-                        fd.as_fd(),
-                        &mut session,
-                        &mut kept,
-                        shared,
-                        &mut self.w,
-                    );
+                    // Held output (response buffering) is never made for HTTPS (exchange.rs).
+                    let held = wire::with_client(fd.as_fd(), &mut tls, |client| {
+                        crate::exchange::run(client, &mut session, &mut kept, shared, &mut self.w)
+                    });
                     if !held.is_empty() {
                         self.batch = held;
-                        if !self.write_all(&fd, session.send_timeout_ms, shared) {
+                        if !self.write_all(&fd, &mut tls, session.send_timeout_ms, shared) {
                             shared.counters.guard().slow(Slow::Send);
                             self.batch.clear();
                             return None;
@@ -300,12 +305,13 @@ impl Runner {
                 kept = Vec::new();
             }
             if stop == Stop::Close {
+                wire::closing(fd.as_fd(), &mut tls);
                 linger(&fd, &mut self.buf);
                 return None;
             }
             // Part of a head: the head-reading stage waits for the rest, not this worker.
             if park.is_some() && session.http.phase() == Phase::Head && !self.w.draining {
-                return Some(self.hand_back(fd, &session, kept, rcv_ms));
+                return Some(self.hand_back(fd, tls, &session, kept, rcv_ms));
             }
         }
         None
@@ -326,7 +332,14 @@ fn count_slow(shared: &Shared, session: &Session) {
 impl Runner {
     /// Give a connection waiting for input back to whoever parks it, its receive timeout
     /// reset, with the input not yet used (part of a head).
-    fn hand_back(&mut self, fd: OwnedFd, session: &Session, kept: Vec<u8>, rcv_ms: u64) -> Handoff {
+    fn hand_back(
+        &mut self,
+        fd: OwnedFd,
+        tls: Tls,
+        session: &Session,
+        kept: Vec<u8>,
+        rcv_ms: u64,
+    ) -> Handoff {
         if rcv_ms != TICK_MS {
             let _ = set_timeout(&fd, Timeout::Recv, TICK_MS);
         }
@@ -338,16 +351,17 @@ impl Runner {
             requests: session.http.requests(),
             since_ms: self.w.now_ms,
             head_ms: in_head.then(|| session.http.head_started_ms()),
+            tls,
         }
     }
 
     /// Write the batch, waiting in poll while the socket is full (a file region's sendfile
     /// may itself wait, at most SO_SNDTIMEO, a tick). False if the client
     /// stopped taking data for `send_ms`, the drain deadline passed, or the write failed.
-    fn write_all(&mut self, fd: &OwnedFd, send_ms: u64, shared: &Shared) -> bool {
+    fn write_all(&mut self, fd: &OwnedFd, tls: &mut Tls, send_ms: u64, shared: &Shared) -> bool {
         let mut progress_ms = self.w.now_ms;
         loop {
-            match self.batch.write(fd.as_fd()) {
+            match wire::send(fd.as_fd(), tls, &mut self.batch) {
                 Ok((_, Flushed::All)) => return true,
                 Ok((n, Flushed::Blocked)) => {
                     self.tick(shared);

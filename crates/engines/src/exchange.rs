@@ -13,6 +13,7 @@ use crate::session::{Session, ThreadCtx};
 use crate::shared::Shared;
 use gearshift_core::lifecycle::unix_now;
 use gearshift_core::output::Batch;
+use gearshift_core::tls::wire::Client;
 use gearshift_handlers::dispatch::{self, Peers};
 use gearshift_handlers::stream::{BodyIn, Out};
 use gearshift_http::parse::parse_head;
@@ -20,7 +21,8 @@ use gearshift_http::{Method, Version};
 use rustix::fd::BorrowedFd;
 use std::net::SocketAddr;
 
-/// Run the dynamic request `session` reported with `Stop::Dynamic` on `fd` (non-blocking;
+/// Run the dynamic request `session` reported with `Stop::Dynamic` on `client` (its socket
+/// non-blocking, its TLS state if it is HTTPS;
 /// waits are polls). `input` holds the bytes read after the head (body, maybe pipelined
 /// requests); on return it holds what follows this request. Afterwards
 /// `session.close_after_write` says whether the connection must close. The response is
@@ -29,7 +31,7 @@ use std::net::SocketAddr;
 /// else on the connection.
 #[must_use]
 pub fn run(
-    fd: BorrowedFd<'_>,
+    client: Client<'_>,
     session: &mut Session,
     input: &mut Vec<u8>,
     shared: &Shared,
@@ -38,6 +40,7 @@ pub fn run(
     let Some(mut req) = session.take_dynamic() else {
         return Batch::default();
     };
+    let fd = client.fd();
     let exchange_us = gearshift_core::metrics::now_us();
     w.now_ms = shared.now_ms();
     w.date.update(unix_now());
@@ -48,7 +51,7 @@ pub fn run(
     let Ok(Some(head)) = parse_head(&req.head, &svc.limits) else {
         // Only if a reload tightened the limits since the head was read.
         let mut out = Out::new(
-            fd,
+            client,
             &shared.life,
             *w.date.get(),
             Version::Http11,
@@ -75,7 +78,7 @@ pub fn run(
     let keep_alive = session.keep_alive_for(&head, &req, &svc, w);
     let head_only = head.method == Method::Head;
     let mut out = Out::new(
-        fd,
+        client,
         &shared.life,
         *w.date.get(),
         head.version,
@@ -84,7 +87,7 @@ pub fn run(
         send_ms,
     );
     let mut body = BodyIn::new(
-        fd,
+        client,
         &mut session.http,
         input,
         &shared.life,
@@ -95,7 +98,12 @@ pub fn run(
     // Response buffering writes only what the socket takes at once: the blocking engines'
     // sockets (blocking, with a send timeout) are made non-blocking for the exchange.
     let mut restore = None;
-    if let Some(b) = svc.buffering(route).filter(|b| b.response) {
+    // Not over TLS yet: held output is written to the socket as it is, and TLS records
+    // must be made as they are sent (a slow HTTPS reader still holds its backend).
+    if let Some(b) = svc
+        .buffering(route)
+        .filter(|b| b.response && !client.is_tls())
+    {
         out.buffer_response(&b);
         restore = nonblocking(fd);
     }

@@ -31,6 +31,7 @@ pub mod shared;
 pub mod staged;
 pub mod threads;
 pub mod uring;
+pub mod wire;
 pub mod worker;
 
 pub use config::EngineConfig;
@@ -43,6 +44,11 @@ use std::sync::Arc;
 pub const NAMES: &[&str] = &[
     "event", "threads", "pool", "fork", "prefork", "worker", "staged", "uring",
 ];
+
+/// Engines that serve HTTPS (`[tls]`): TLS sits between their sockets and the session.
+/// Not yet: fork and prefork (connections cross processes between the head-reading stage
+/// and the children, and TLS state cannot), staged and uring.
+pub const TLS_ENGINES: &[&str] = &["event", "threads", "pool", "worker"];
 
 /// A concurrency architecture. `run` is called on the master (main) thread after the
 /// listener is bound; it serves until `host` asks for shutdown, drains within the

@@ -124,6 +124,8 @@ pub fn recv(sock: BorrowedFd<'_>, buf: &mut Vec<u8>) -> Received {
         head_ms: (head_ms != u64::MAX).then_some(head_ms),
         input: buf[HEADER..got.bytes].to_vec(),
         fd,
+        // Only plain connections cross processes (TLS state lives in one process's memory).
+        tls: None,
     })
 }
 
@@ -144,6 +146,7 @@ mod tests {
             requests: 3,
             since_ms: 77,
             head_ms: Some(70),
+            tls: None,
         };
         assert!(send(a.as_fd(), h, true).is_ok());
         let mut buf = Vec::new();

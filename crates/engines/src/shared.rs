@@ -26,6 +26,10 @@ pub struct Shared {
     /// Request counters and histograms, in memory shared with forked children.
     pub counters: &'static Counters,
     engine: Mutex<(&'static str, Option<StatsFn>)>,
+    /// The HTTPS listener and its certificates, when `[tls]` is configured.
+    pub tls: Option<Arc<gearshift_core::tls::Tls>>,
+    /// `tls.redirect_http`: the HTTPS port plain HTTP requests are sent to with a 301.
+    pub redirect_https: Option<u16>,
 }
 
 /// Engine statistics for `/status` (busy/idle workers, queues...), as JSON.
@@ -42,7 +46,19 @@ impl Shared {
             requests: AtomicU64::new(0),
             counters: Counters::new_shared(),
             engine: Mutex::new(("", None)),
+            tls: None,
+            redirect_https: None,
         }
+    }
+
+    /// Serve HTTPS too: on `tls.listener`, and with `redirect`, answer plain HTTP requests
+    /// with a 301 to the HTTPS port.
+    pub fn with_tls(mut self, tls: gearshift_core::tls::Tls, redirect: bool) -> Shared {
+        if redirect {
+            self.redirect_https = tls.listener.local_addr().ok().map(|a| a.port());
+        }
+        self.tls = Some(Arc::new(tls));
+        self
     }
 
     /// Called by an engine when it starts: its name and where its statistics come from.

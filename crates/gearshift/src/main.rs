@@ -290,9 +290,13 @@ fn serve(args: ServeArgs) -> Result<(), String> {
             .as_ref()
             .map(|a| format!("; admin {a}"))
             .unwrap_or_default();
+        let https = s
+            .tls_addr
+            .map(|a| format!(" and https://{a}/"))
+            .unwrap_or_default();
         let _ = writeln!(
             out,
-            "gearshift: serving {} on http://{}/ (engine {}, {} workers{listing}{admin})",
+            "gearshift: serving {} on http://{}/{https} (engine {}, {} workers{listing}{admin})",
             root.display(),
             s.addr,
             s.engine,

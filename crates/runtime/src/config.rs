@@ -11,6 +11,7 @@
 pub use gearshift_core::accesslog::LogFormat;
 pub use gearshift_core::config::{HttpConfig, LogConfig};
 use gearshift_core::defaults;
+pub use gearshift_core::tls::{CertificateConfig, TlsConfig};
 pub use gearshift_engines::config::{
     DynamicConfig, EngineConfig, ForkConfig, PoolConfig, PreforkConfig, StagedConfig,
     ThreadsConfig, WorkerConfig,
@@ -97,6 +98,8 @@ pub struct Config {
     /// them is the site answering other hosts.
     #[serde(rename = "site", skip_serializing_if = "Vec::is_empty")]
     pub sites: Vec<SiteConfig>,
+    /// HTTPS on a second listener (`[tls]`, `[[tls.certificate]]`).
+    pub tls: TlsConfig,
 }
 
 impl Default for Config {
@@ -134,6 +137,7 @@ impl Default for Config {
             proxy: ProxyConfig::default(),
             unknown_host: UnknownHost::Default,
             sites: Vec::new(),
+            tls: TlsConfig::default(),
         }
     }
 }
@@ -196,7 +200,15 @@ impl Config {
         self.cgi.validate()?;
         self.work.validate()?;
         self.proxy.validate()?;
-        gearshift_handlers::sites::validate(&self.sites, &self.static_files)
+        gearshift_handlers::sites::validate(&self.sites, &self.static_files)?;
+        self.tls.validate()?;
+        if self.tls.enabled()
+            && self.tls.listen_addr()?.port() != 0
+            && self.tls.listen_addr()? == self.listen_addr()?
+        {
+            return Err("tls.listen: must differ from listen (HTTP stays on listen)".into());
+        }
+        Ok(())
     }
 
     /// The admin listener's access rules (the token read from its file); errors name the

@@ -106,8 +106,16 @@ impl Runtime {
         {
             tracing::warn!("listen, engine and workers changes take effect after a restart");
         }
+        if config.tls.listen != running.tls.listen {
+            tracing::warn!("tls.listen changes take effect after a restart");
+        }
         let old = shared.service.load_full();
         let service = Service::new(config.service(), Some(&old))?;
+        // New handshakes take the new certificates; open connections keep theirs. (validate
+        // loaded them already: a broken one failed the whole reload, the old ones stay.)
+        if let Some(tls) = &shared.tls {
+            tls.reload(&config.tls)?;
+        }
         shared.service.store(Arc::new(service));
         shared.life.set_drain_timeout_ms(config.shutdown_timeout_ms);
         self.state.set_listen(&config.listen);

@@ -35,6 +35,8 @@ use std::sync::{Arc, Mutex};
 /// What `serve` reports once it listens.
 pub struct Started {
     pub addr: SocketAddr,
+    /// Where HTTPS is served, if `[tls]` is on.
+    pub tls_addr: Option<SocketAddr>,
     /// Where the admin interface listens, if it is on.
     pub admin: Option<String>,
     pub engine: &'static str,
@@ -63,7 +65,26 @@ pub fn serve(
     let admin_at = admin.as_ref().map(admin::Admin::describe);
     let engine = gearshift_engines::build(&config.engines())?;
     let service = Service::new(config.service(), None)?;
-    let shared = Arc::new(Shared::new(service, config.shutdown_timeout_ms));
+    let mut shared = Shared::new(service, config.shutdown_timeout_ms);
+    if config.tls.enabled() {
+        if !gearshift_engines::TLS_ENGINES.contains(&engine.name()) {
+            return Err(format!(
+                "tls: --engine {} does not serve HTTPS yet; use --engine event (HTTPS works with: {})",
+                engine.name(),
+                gearshift_engines::TLS_ENGINES.join(", ")
+            ));
+        }
+        let tls_listener =
+            bind(config.tls.listen_addr()?).map_err(|e| format!("tls.listen: {e}"))?;
+        gearshift_engines::limits::defer_accept(&tls_listener, config.http.defer_accept_s);
+        // Every engine accepts from it when epoll says so, never waiting in accept.
+        tls_listener
+            .set_nonblocking(true)
+            .map_err(|e| format!("tls.listen: {e}"))?;
+        let tls = gearshift_core::tls::Tls::new(tls_listener, &config.tls)?;
+        shared = shared.with_tls(tls, config.tls.redirect_http);
+    }
+    let shared = Arc::new(shared);
     gearshift_core::ratelog::set_guard(shared.counters.guard());
     tracing::debug!(
         nofile,
@@ -78,6 +99,10 @@ pub fn serve(
     let sampler = live::Sampler::new(&config.control, Some(probe), &shared, &state.live)?;
     let started = Started {
         addr: listener.local_addr().map_err(|e| format!("listen: {e}"))?,
+        tls_addr: shared
+            .tls
+            .as_ref()
+            .and_then(|t| t.listener.local_addr().ok()),
         admin: admin_at,
         engine: engine.name(),
         workers: engine.workers(),
@@ -140,6 +165,17 @@ pub fn check(config: &Config) -> Result<Vec<String>, String> {
             return Err(e);
         }
         notes.push(format!("listen: {addr} is in use (by the running server?)"));
+    }
+    if config.tls.enabled() {
+        let addr = config.tls.listen_addr()?;
+        if let Err(e) = bind(addr) {
+            if !e.contains("Address already in use") {
+                return Err(format!("tls.listen: {e}"));
+            }
+            notes.push(format!(
+                "tls.listen: {addr} is in use (by the running server?)"
+            ));
+        }
     }
     if !config.pid_file.as_os_str().is_empty() {
         let dir = config

@@ -19,15 +19,18 @@ pub enum Slow {
     Send = 3,
     /// Closed early to make room while the engine was under pressure.
     Pressure = 4,
+    /// Its TLS handshake did not finish within `tls.handshake_timeout_ms`.
+    Handshake = 5,
 }
 
 impl Slow {
-    pub const ALL: [Slow; 5] = [
+    pub const ALL: [Slow; 6] = [
         Slow::FirstByte,
         Slow::Head,
         Slow::Body,
         Slow::Send,
         Slow::Pressure,
+        Slow::Handshake,
     ];
 
     pub fn name(self) -> &'static str {
@@ -37,6 +40,7 @@ impl Slow {
             Slow::Body => "body",
             Slow::Send => "send",
             Slow::Pressure => "pressure",
+            Slow::Handshake => "tls_handshake",
         }
     }
 }
@@ -44,7 +48,7 @@ impl Slow {
 /// The block (all atomics, valid when zeroed).
 #[repr(C, align(64))]
 pub struct Guard {
-    slow: [AtomicU64; 5],
+    slow: [AtomicU64; 6],
     panics: AtomicU64,
     accept_pauses: AtomicU64,
     spawn_failures: AtomicU64,
@@ -57,7 +61,7 @@ pub struct Guard {
 /// A copy of the guard counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GuardSnapshot {
-    pub slow: [u64; 5],
+    pub slow: [u64; 6],
     pub panics: u64,
     pub accept_pauses: u64,
     pub spawn_failures: u64,

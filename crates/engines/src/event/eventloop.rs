@@ -10,6 +10,7 @@ use crate::blocking_pool::BlockingPool;
 use crate::limits::Accepted;
 use crate::session::{Session, Stop, ThreadCtx};
 use crate::shared::Shared;
+use crate::wire;
 use gearshift_core::defaults::READ_BUF;
 use gearshift_core::lifecycle::unix_now;
 use gearshift_core::metrics::Slow;
@@ -32,6 +33,8 @@ mod upstreams;
 
 const LISTENER: u64 = u64::MAX;
 const WAKER: u64 = u64::MAX - 1;
+/// The HTTPS listener (`[tls]`).
+const TLS_LISTENER: u64 = u64::MAX - 2;
 /// epoll_wait timeout: the timer sweep's granularity.
 const TICK_MS: i32 = 100;
 /// How long a closing connection is drained after shutdown(SHUT_WR) so the client reads
@@ -42,6 +45,8 @@ const KEPT_READ: usize = 16 * 1024;
 
 pub(super) struct Connection {
     fd: OwnedFd,
+    /// TLS state between the socket and the session (HTTPS listener), None for plain HTTP.
+    tls: wire::Tls,
     session: Session,
     pending: Batch,
     /// Reading was stopped by back-pressure; resume when output drains.
@@ -91,6 +96,14 @@ impl EventLoop {
             EventData::new_u64(LISTENER),
             EventFlags::IN | EventFlags::EXCLUSIVE,
         )?;
+        if let Some(tls) = &shared.tls {
+            epoll::add(
+                &epoll,
+                tls.listener.as_fd(),
+                EventData::new_u64(TLS_LISTENER),
+                EventFlags::IN | EventFlags::EXCLUSIVE,
+            )?;
+        }
         let waker = Arc::new(rustix::event::eventfd(
             0,
             rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
@@ -153,7 +166,7 @@ impl EventLoop {
             // pool before this batch's new requests look for one (fewer connects).
             for ev in events.iter() {
                 match ev.data.u64() {
-                    LISTENER | WAKER => {}
+                    LISTENER | WAKER | TLS_LISTENER => {}
                     t if t & UPSTREAM != 0 => {
                         self.upstream_ready((t & !UPSTREAM) as usize, ev.flags, &svc)
                     }
@@ -162,7 +175,8 @@ impl EventLoop {
             }
             for ev in events.iter() {
                 match ev.data.u64() {
-                    LISTENER => self.accept(&svc),
+                    LISTENER => self.accept(&svc, false),
+                    TLS_LISTENER => self.accept(&svc, true),
                     WAKER => {
                         let mut b = [0u8; 8];
                         let _ = rustix::io::read(self.waker.as_fd(), &mut b);
@@ -212,27 +226,39 @@ impl EventLoop {
         tracing::debug!(worker = self.id, "event loop stopped");
     }
 
-    fn accept(&mut self, svc: &Service) {
+    fn accept(&mut self, svc: &Service, https: bool) {
         if !self.accepting {
             return;
         }
+        let shared = self.shared.clone();
+        let (listener, tls) = match (https, &shared.tls) {
+            (true, Some(tls)) => (&tls.listener, Some(tls)),
+            _ => (&*self.listener, None),
+        };
         for _ in 0..64 {
             if self.limits.open.load(Ordering::Relaxed) >= self.limits.cap {
                 // At the connection cap: the rest waits in the backlog (`sweep` makes room).
                 return self.listen(false);
             }
-            let (fd, peer) =
-                match self
-                    .limits
-                    .acceptor
-                    .accept(&self.listener, true, self.shared.counters)
-                {
-                    Accepted::Conn(fd, peer) => (fd, peer),
-                    Accepted::Empty => return,
-                    // Out of descriptors: stop listening until the pause is over (a
-                    // level-triggered listener would wake this loop in a spin).
-                    Accepted::Paused => return self.listen(false),
-                };
+            let (fd, peer) = match self
+                .limits
+                .acceptor
+                .accept(listener, true, self.shared.counters)
+            {
+                Accepted::Conn(fd, peer) => (fd, peer),
+                Accepted::Empty => return,
+                // Out of descriptors: stop listening until the pause is over (a
+                // level-triggered listener would wake this loop in a spin).
+                Accepted::Paused => return self.listen(false),
+            };
+            let tls = match tls.map(|t| t.accept(self.w.now_ms)) {
+                None => None,
+                Some(Ok(t)) => Some(Box::new(t)),
+                Some(Err(e)) => {
+                    gearshift_core::error_limited!("{e}");
+                    continue;
+                }
+            };
             let _ = rustix::net::sockopt::set_tcp_nodelay(&fd, true);
             let entry = self.conns.vacant_entry();
             let token = entry.key() as u64;
@@ -250,8 +276,12 @@ impl EventLoop {
             self.limits.open.fetch_add(1, Ordering::Relaxed);
             let mut session = Session::new(svc, peer, self.w.now_ms);
             session.proxy_in_loop = true;
+            if tls.is_none() {
+                session.redirect_https = self.shared.redirect_https;
+            }
             entry.insert(Connection {
                 fd,
+                tls,
                 session,
                 pending: Batch::default(),
                 read_stalled: false,
@@ -266,13 +296,18 @@ impl EventLoop {
         if on == self.listening {
             return;
         }
-        let fd = self.listener.as_fd();
-        let done = if on {
-            let flags = EventFlags::IN | EventFlags::EXCLUSIVE;
-            epoll::add(&self.epoll, fd, EventData::new_u64(LISTENER), flags)
-        } else {
-            epoll::delete(&self.epoll, fd)
-        };
+        let tls = self.shared.tls.clone();
+        let https = tls.as_ref().map(|t| (t.listener.as_fd(), TLS_LISTENER));
+        let mut done = Ok(());
+        for (fd, token) in [(self.listener.as_fd(), LISTENER)].into_iter().chain(https) {
+            let r = if on {
+                let flags = EventFlags::IN | EventFlags::EXCLUSIVE;
+                epoll::add(&self.epoll, fd, EventData::new_u64(token), flags)
+            } else {
+                epoll::delete(&self.epoll, fd)
+            };
+            done = done.and(r);
+        }
         if done.is_ok() {
             self.listening = on;
         }
@@ -290,14 +325,14 @@ impl EventLoop {
             return;
         }
         if flags.contains(EventFlags::OUT)
-            && !self.conns[k].pending.is_empty()
+            && self.conns[k].output_waiting()
             && !self.flush_pending(k)
         {
             return;
         }
         let c = &mut self.conns[k];
         let readable = flags.intersects(EventFlags::IN | EventFlags::RDHUP | EventFlags::HUP);
-        if !c.pending.is_empty() {
+        if c.output_waiting() {
             // Output is blocked: remember the readable edge, read once it drains.
             c.read_stalled |= readable;
             return;
@@ -310,7 +345,7 @@ impl EventLoop {
     /// Write a connection's pending output. Returns false if the connection was closed.
     fn flush_pending(&mut self, k: usize) -> bool {
         let c = &mut self.conns[k];
-        match c.pending.write(c.fd.as_fd()) {
+        match wire::send(c.fd.as_fd(), &mut c.tls, &mut c.pending) {
             Err(_) => {
                 self.close(k);
                 false
@@ -350,7 +385,7 @@ impl EventLoop {
             let c = &mut self.conns[k];
             // Input: into the worker's shared buffer, unless a partial request is kept.
             let (n, cap) = if c.session.inbuf.is_empty() {
-                match recv(c.fd.as_fd(), &mut self.buf) {
+                match wire::recv(c.fd.as_fd(), &mut c.tls, &mut self.buf) {
                     Ok(n) => (n, self.buf.len()),
                     Err(Errno::INTR) => continue,
                     Err(Errno::AGAIN) => return,
@@ -360,7 +395,7 @@ impl EventLoop {
                 let inbuf = &mut c.session.inbuf;
                 let len = inbuf.len();
                 inbuf.resize(len + KEPT_READ, 0);
-                let r = recv(c.fd.as_fd(), &mut inbuf[len..]);
+                let r = wire::recv(c.fd.as_fd(), &mut c.tls, &mut inbuf[len..]);
                 inbuf.truncate(len + *r.as_ref().unwrap_or(&0));
                 match r {
                     Ok(n) => (n, KEPT_READ),
@@ -373,6 +408,7 @@ impl EventLoop {
                 // EOF: the client is done; nothing more can be answered.
                 return self.close(k);
             }
+            let drained = wire::drained(&c.tls, n, cap);
             let stop = if c.session.inbuf.is_empty() {
                 let (used, stop) =
                     c.session
@@ -384,10 +420,10 @@ impl EventLoop {
             } else {
                 self.process_kept(k, svc)
             };
-            if !self.settle(k, stop, svc, n < cap) {
+            if !self.settle(k, stop, svc, drained) {
                 return;
             }
-            if n < cap {
+            if drained {
                 return; // short read: the socket is drained (edge-triggered contract holds)
             }
         }
@@ -403,7 +439,7 @@ impl EventLoop {
                 return false;
             }
             let c = &mut self.conns[k];
-            let blocked = !c.pending.is_empty();
+            let blocked = c.output_waiting();
             match stop {
                 Stop::Close => {
                     if !blocked {
@@ -451,7 +487,7 @@ impl EventLoop {
             return true;
         }
         let c = &mut self.conns[k];
-        match self.batch.write(c.fd.as_fd()) {
+        match wire::send(c.fd.as_fd(), &mut c.tls, &mut self.batch) {
             Err(_) => {
                 self.batch.clear();
                 self.close(k);
@@ -473,6 +509,7 @@ impl EventLoop {
     /// instead of a reset caused by unread data.
     fn begin_close(&mut self, k: usize) {
         let c = &mut self.conns[k];
+        wire::closing(c.fd.as_fd(), &mut c.tls);
         let _ = rustix::net::shutdown(&c.fd, rustix::net::Shutdown::Write);
         c.lingering = true;
         c.session.inbuf = Vec::new();
@@ -518,8 +555,13 @@ impl EventLoop {
         let mut expired = Vec::new();
         let mut closest: Vec<(u64, usize)> = Vec::new();
         for (k, c) in self.conns.iter() {
-            let reading = !c.lingering && c.pending.is_empty() && !self.exchanges.running(k);
-            let deadline = if c.lingering || !c.pending.is_empty() {
+            let waiting = c.output_waiting();
+            let reading = !c.lingering && !waiting && !self.exchanges.running(k);
+            if !c.lingering && wire::handshake_expired(&c.tls, now) {
+                expired.push(k);
+                continue;
+            }
+            let deadline = if c.lingering || waiting {
                 c.deadline_ms
             } else if self.exchanges.running(k) {
                 u64::MAX // the exchange has its own deadlines
@@ -550,7 +592,12 @@ impl EventLoop {
         }
         for k in expired {
             let c = &mut self.conns[k];
-            if !c.lingering && c.pending.is_empty() {
+            if !c.lingering && wire::handshake_expired(&c.tls, now) {
+                self.shared.counters.guard().slow(Slow::Handshake);
+                self.close(k);
+                continue;
+            }
+            if !c.lingering && !c.output_waiting() {
                 let guard = self.shared.counters.guard();
                 match c.session.http.slow_reason() {
                     _ if evicted.contains(&k) => guard.slow(Slow::Pressure),
@@ -563,9 +610,9 @@ impl EventLoop {
             } else if !c.lingering {
                 self.shared.counters.guard().slow(Slow::Send);
             }
-            if !c.lingering && c.pending.is_empty() && c.session.http.phase() == Phase::Head {
+            if !c.lingering && !c.output_waiting() && c.session.http.phase() == Phase::Head {
                 c.session.timeout_response(&self.w, &mut self.batch);
-                let _ = self.batch.write(c.fd.as_fd());
+                let _ = wire::send(c.fd.as_fd(), &mut c.tls, &mut self.batch);
                 self.batch.clear();
             }
             self.close(k);
@@ -576,6 +623,13 @@ impl EventLoop {
         if self.accepting && room && !self.shared.life.is_draining() {
             self.listen(true);
         }
+    }
+}
+
+impl Connection {
+    /// Output is queued for the socket: answers it refused, or TLS records.
+    pub(super) fn output_waiting(&self) -> bool {
+        !self.pending.is_empty() || wire::tls_waiting(&self.tls)
     }
 }
 

@@ -36,6 +36,8 @@ use rules::{counted, deadline, head_complete, listener_readable};
 pub use rules::{ready, BODY_BUFFER};
 
 const LISTENER: u64 = u64::MAX;
+/// The HTTPS listener (`Shared::tls`), watched beside the plain one.
+const TLS_LISTENER: u64 = u64::MAX - 1;
 /// Tokens at or above this are the caller's own descriptors (`watch`).
 const EXTRA: u64 = 1 << 62;
 /// Most input kept for one connection (a head, a small body, pipelined requests).
@@ -60,6 +62,8 @@ pub struct Handoff {
     pub since_ms: u64,
     /// When the current head's first byte arrived, if it has begun.
     pub head_ms: Option<u64>,
+    /// TLS state (connections from the HTTPS listener), between the socket and the input.
+    pub tls: crate::wire::Tls,
 }
 
 struct Pending {
@@ -91,6 +95,8 @@ pub struct Front {
     buf: Vec<u8>,
     last_sweep_ms: u64,
     events: EventVec,
+    /// The HTTPS side, taken from `Shared` at the first turn.
+    tls: Option<std::sync::Arc<gearshift_core::tls::Tls>>,
 }
 
 impl Front {
@@ -113,6 +119,7 @@ impl Front {
             buf: vec![0; 16 * 1024],
             last_sweep_ms: 0,
             events: EventVec::with_capacity(256),
+            tls: None,
         };
         f.listen(listener, true);
         Ok(f)
@@ -189,6 +196,13 @@ impl Front {
         svc: &Service,
     ) -> Vec<u64> {
         let mut extra = Vec::new();
+        if self.tls.is_none() && shared.tls.is_some() {
+            self.tls = shared.tls.clone();
+            if self.listening {
+                self.listening = false;
+                self.listen(listener, true);
+            }
+        }
         let timeout = timeout_ms;
         let mut events = std::mem::replace(&mut self.events, EventVec::with_capacity(0));
         if let Err(e) = epoll::wait(&self.epoll, &mut events, timeout) {
@@ -199,7 +213,13 @@ impl Front {
         let now = shared.now_ms();
         for ev in events.iter() {
             match ev.data.u64() {
-                LISTENER => self.accept(listener, shared, svc, now),
+                LISTENER => self.accept(listener, None, shared, svc, now),
+                TLS_LISTENER => {
+                    let tls = self.tls.clone();
+                    if let Some(t) = &tls {
+                        self.accept(&t.listener, Some(t), shared, svc, now);
+                    }
+                }
                 t if t >= EXTRA => extra.push(t - EXTRA),
                 k => self.read(k as usize, svc, now),
             }
@@ -257,28 +277,51 @@ impl Front {
     }
 
     fn listen(&mut self, listener: &TcpListener, on: bool) {
-        let fd = listener.as_fd();
-        let done = if on {
-            let mut flags = EventFlags::IN;
-            if self.exclusive {
-                flags |= EventFlags::EXCLUSIVE;
-            }
-            epoll::add(&self.epoll, fd, EventData::new_u64(LISTENER), flags)
-        } else {
-            epoll::delete(&self.epoll, fd)
-        };
+        let https = self
+            .tls
+            .as_ref()
+            .map(|t| (t.listener.as_fd(), TLS_LISTENER));
+        let mut done = Ok(());
+        for (fd, token) in [(listener.as_fd(), LISTENER)].into_iter().chain(https) {
+            let r = if on {
+                let mut flags = EventFlags::IN;
+                if self.exclusive {
+                    flags |= EventFlags::EXCLUSIVE;
+                }
+                epoll::add(&self.epoll, fd, EventData::new_u64(token), flags)
+            } else {
+                epoll::delete(&self.epoll, fd)
+            };
+            // Already there (re-listening once TLS was learned) is fine.
+            done = done.and(r.or_else(|e| if e == Errno::EXIST { Ok(()) } else { Err(e) }));
+        }
         if done.is_ok() {
             self.listening = on;
         }
     }
 
-    fn accept(&mut self, listener: &TcpListener, shared: &Shared, svc: &Service, now: u64) {
+    fn accept(
+        &mut self,
+        listener: &TcpListener,
+        https: Option<&std::sync::Arc<gearshift_core::tls::Tls>>,
+        shared: &Shared,
+        svc: &Service,
+        now: u64,
+    ) {
         for _ in 0..64 {
             if self.held() >= self.cap || shared.life.is_draining() {
                 return;
             }
             match self.acceptor.accept(listener, true, shared.counters) {
                 Accepted::Conn(fd, peer) => {
+                    let tls = match https.map(|t| t.accept(now)) {
+                        None => None,
+                        Some(Ok(t)) => Some(Box::new(t)),
+                        Some(Err(e)) => {
+                            gearshift_core::error_limited!("{e}");
+                            continue;
+                        }
+                    };
                     self.accepted += 1;
                     let _ = rustix::net::sockopt::set_tcp_nodelay(&fd, true);
                     shared.counters.connection();
@@ -289,6 +332,7 @@ impl Front {
                         requests: 0,
                         since_ms: now,
                         head_ms: None,
+                        tls,
                     };
                     // With TCP_DEFER_ACCEPT the request is usually there already.
                     if let Some(k) = self.hold(h, now) {
@@ -313,7 +357,7 @@ impl Front {
             if p.h.input.len() >= MAX_INPUT {
                 break;
             }
-            match rustix::io::read(&p.h.fd, &mut self.buf) {
+            match crate::wire::recv(p.h.fd.as_fd(), &mut p.h.tls, &mut self.buf) {
                 // The client is done sending: answer what it sent, if it is a request.
                 Ok(0) if ready(&p.h.input, svc) => break,
                 Ok(0) => return self.close(k),
@@ -323,7 +367,7 @@ impl Front {
                     }
                     p.h.input.extend_from_slice(&self.buf[..n]);
                     p.progress_ms = now;
-                    if n < self.buf.len() {
+                    if crate::wire::drained(&p.h.tls, n, self.buf.len()) {
                         break;
                     }
                 }
@@ -360,6 +404,10 @@ impl Front {
         let mut due: Vec<(usize, Slow)> = Vec::new();
         let mut closest: Vec<(u64, usize)> = Vec::new();
         for (k, p) in self.pending.iter() {
+            if crate::wire::handshake_expired(&p.h.tls, now) {
+                due.push((k, Slow::Handshake));
+                continue;
+            }
             let (deadline, why) = deadline(p, t, pressure);
             if now >= deadline {
                 due.push((k, why));
@@ -382,16 +430,22 @@ impl Front {
             }
         }
         for (k, why) in due {
-            let Some(p) = self.pending.try_remove(k) else {
+            let Some(mut p) = self.pending.try_remove(k) else {
                 continue;
             };
             let _ = epoll::delete(&self.epoll, &p.h.fd);
+            if why == Slow::Handshake {
+                shared.counters.guard().slow(why);
+                continue;
+            }
             if let Some(why) = counted(why, &p, pressure) {
                 shared.counters.guard().slow(why);
             }
             if !p.h.input.is_empty() && p.head_done_ms.is_none() {
                 // A head too slow: 408, best effort (the socket is non-blocking).
-                let _ = rustix::io::write(&p.h.fd, TIMEOUT_408);
+                let mut b = gearshift_core::output::Batch::default();
+                b.push_bytes(TIMEOUT_408);
+                let _ = crate::wire::send(p.h.fd.as_fd(), &mut p.h.tls, &mut b);
             }
         }
     }

@@ -13,6 +13,7 @@ fn pending(requests: u64, since: u64, head: Option<u64>, input: &[u8]) -> Pendin
             requests,
             since_ms: since,
             head_ms: head,
+            tls: None,
         },
         progress_ms: since,
         head_done_ms: None,

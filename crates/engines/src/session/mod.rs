@@ -23,6 +23,7 @@ use std::net::SocketAddr;
 const MAX_QUEUED: u64 = 256 * 1024;
 
 mod framed;
+mod redirect;
 mod thread_ctx;
 pub use framed::{Framed, MAX_FRAMED};
 pub use thread_ctx::ThreadCtx;
@@ -53,6 +54,9 @@ pub struct Session {
     pub proxy_in_loop: bool,
     /// The connection must start with a PROXY protocol header, not read yet.
     proxy_header_due: bool,
+    /// `tls.redirect_http` on the plain listener: every request is answered with a 301 to
+    /// HTTPS on this port.
+    pub redirect_https: Option<u16>,
 }
 
 /// What the start of a connection gave when a PROXY protocol header is due.
@@ -143,6 +147,7 @@ impl Session {
             unwritten: None,
             proxy_in_loop: false,
             proxy_header_due: svc.proxy_protocol,
+            redirect_https: None,
         }
     }
 
@@ -223,7 +228,9 @@ impl Session {
                         return (pos, Stop::Close);
                     }
                 }
-                Event::Head(head) if svc.is_dynamic(&head) => {
+                // Redirected to HTTPS: never a dynamic exchange (a body is read as any
+                // other, then the 301 answers it).
+                Event::Head(head) if self.redirect_https.is_none() && svc.is_dynamic(&head) => {
                     let seen = self.current();
                     let body = svc
                         .request_buffer(&head)
@@ -342,7 +349,10 @@ impl Session {
         };
         let t0 = w.counters.map(|_| gearshift_core::metrics::now_us());
         crate::guard::note_request(head.method_raw, head.target);
-        let outcome = svc.handle(head, &ctx, out);
+        let outcome = match self.redirect_https {
+            Some(port) => redirect::answer(head, port, &ctx, out),
+            None => svc.handle(head, &ctx, out),
+        };
         if let Some(t0) = t0 {
             let svc_us = gearshift_core::metrics::now_us().saturating_sub(t0);
             self.count(

@@ -128,7 +128,7 @@ fn exchange(c: &mut Conn, shared: &Shared, w: &mut ThreadCtx) {
         c.session.written(w.now_ms);
         let mut input = std::mem::take(&mut c.session.inbuf);
         // Output held for a slow client goes to the send stage like any answer.
-        c.out = crate::exchange::run(fd, &mut c.session, &mut input, shared, w);
+        c.out = crate::exchange::run(fd.into(), &mut c.session, &mut input, shared, w);
         c.session.inbuf = input;
     } else {
         c.out.clear();

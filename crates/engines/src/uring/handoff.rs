@@ -68,7 +68,7 @@ pub(in crate::uring) fn run_dynamic(d: Dynamic, w: &mut ThreadCtx) {
     } = d;
     let c = &mut conn;
     let mut input = std::mem::take(&mut c.session.inbuf);
-    let held = crate::exchange::run(c.fd.as_fd(), &mut c.session, &mut input, &shared, w);
+    let held = crate::exchange::run(c.fd.as_fd().into(), &mut c.session, &mut input, &shared, w);
     // Output held for a slow client: written from here (the backend is released already).
     if !crate::exchange::write_held(c.fd.as_fd(), held, c.session.send_timeout_ms, &shared) {
         c.session.close_after_write = true;

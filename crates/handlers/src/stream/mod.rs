@@ -14,6 +14,7 @@ use self::framing::Framer;
 use gearshift_core::lifecycle::Lifecycle;
 use gearshift_core::output::{Batch, Flushed};
 use gearshift_core::respond::{self, Ctx, Outcome};
+use gearshift_core::tls::wire::Client;
 use gearshift_http::date::DATE_LEN;
 use gearshift_http::{Conn, Event, Framing, Version};
 use rustix::event::{poll, PollFd, PollFlags};
@@ -62,11 +63,19 @@ pub fn wait_ready(
 }
 
 /// Write all of `batch`, waiting while the socket is full. False if the client took
-/// nothing for `send_ms`, the drain deadline passed, or the write failed.
-pub fn write_all(fd: BorrowedFd<'_>, batch: &mut Batch, send_ms: u64, life: &Lifecycle) -> bool {
+/// nothing for `send_ms`, the drain deadline passed, or the write failed. (Over TLS the
+/// batch is encrypted on the way: `Client`.)
+pub fn write_all<'a>(
+    client: impl Into<Client<'a>>,
+    batch: &mut Batch,
+    send_ms: u64,
+    life: &Lifecycle,
+) -> bool {
+    let client = client.into();
+    let fd = client.fd();
     let mut progress = life.now_ms();
     loop {
-        match batch.write(fd) {
+        match client.write(batch) {
             Ok((_, Flushed::All)) => return true,
             Ok((n, Flushed::Blocked)) => {
                 if n > 0 {
@@ -87,7 +96,7 @@ pub fn write_all(fd: BorrowedFd<'_>, batch: &mut Batch, send_ms: u64, life: &Lif
 
 /// The request body, read from the client as the handler asks for it.
 pub struct BodyIn<'a> {
-    fd: BorrowedFd<'a>,
+    client: Client<'a>,
     conn: &'a mut Conn,
     /// Bytes read after the head; `input[start..]` is not consumed yet.
     input: &'a mut Vec<u8>,
@@ -106,7 +115,7 @@ pub struct BodyIn<'a> {
 
 impl<'a> BodyIn<'a> {
     pub fn new(
-        fd: BorrowedFd<'a>,
+        client: impl Into<Client<'a>>,
         conn: &'a mut Conn,
         input: &'a mut Vec<u8>,
         life: &'a Lifecycle,
@@ -116,7 +125,7 @@ impl<'a> BodyIn<'a> {
     ) -> BodyIn<'a> {
         let done = framing == Framing::None;
         BodyIn {
-            fd,
+            client: client.into(),
             conn,
             input,
             start: 0,
@@ -225,7 +234,7 @@ impl<'a> BodyIn<'a> {
             self.continue_due = false;
             let mut b = Batch::default();
             b.push_bytes(gearshift_http::response::CONTINUE);
-            if !write_all(self.fd, &mut b, self.send_ms, self.life) {
+            if !write_all(self.client, &mut b, self.send_ms, self.life) {
                 return Err(BodyFail::Gone);
             }
         }
@@ -245,7 +254,7 @@ impl<'a> BodyIn<'a> {
         loop {
             let len = self.input.len();
             self.input.resize(len + READ_CHUNK, 0);
-            let r = rustix::io::read(self.fd, &mut self.input[len..]);
+            let r = self.client.read(&mut self.input[len..]);
             self.input.truncate(len + *r.as_ref().unwrap_or(&0));
             match r {
                 Ok(0) => return Err(BodyFail::Gone),
@@ -253,7 +262,7 @@ impl<'a> BodyIn<'a> {
                 Err(Errno::INTR) => continue,
                 Err(Errno::AGAIN) => {
                     let deadline = self.conn.read_deadline();
-                    if !wait_ready(self.fd, PollFlags::IN, deadline, self.life) {
+                    if !wait_ready(self.client.fd(), PollFlags::IN, deadline, self.life) {
                         return Err(if self.life.now_ms() >= deadline {
                             BodyFail::Status(408)
                         } else {
@@ -270,7 +279,7 @@ impl<'a> BodyIn<'a> {
 /// The response, streamed to the client: `framing::Framer`'s framing, written with
 /// blocking semantics.
 pub struct Out<'a> {
-    fd: BorrowedFd<'a>,
+    client: Client<'a>,
     life: &'a Lifecycle,
     date: [u8; DATE_LEN],
     send_ms: u64,
@@ -285,7 +294,7 @@ pub struct Out<'a> {
 
 impl<'a> Out<'a> {
     pub fn new(
-        fd: BorrowedFd<'a>,
+        client: impl Into<Client<'a>>,
         life: &'a Lifecycle,
         date: [u8; DATE_LEN],
         version: Version,
@@ -294,7 +303,7 @@ impl<'a> Out<'a> {
         send_ms: u64,
     ) -> Out<'a> {
         Out {
-            fd,
+            client: client.into(),
             life,
             date,
             send_ms,
@@ -319,7 +328,7 @@ impl<'a> Out<'a> {
 
     /// The client socket.
     pub fn fd(&self) -> BorrowedFd<'a> {
-        self.fd
+        self.client.fd()
     }
 
     /// The server state (clock, drain deadline) the exchange runs under.
@@ -401,7 +410,7 @@ impl<'a> Out<'a> {
         if !self.broken && self.held.is_some() {
             self.hold();
         }
-        if !self.broken && !write_all(self.fd, &mut self.batch, self.send_ms, self.life) {
+        if !self.broken && !write_all(self.client, &mut self.batch, self.send_ms, self.life) {
             self.broken = true;
         }
         if self.broken {
@@ -414,7 +423,8 @@ impl<'a> Out<'a> {
     /// rest (after what is held already). Past the bounds, buffering ends: what is held
     /// becomes the batch again and `flush` waits for the client as without buffering.
     fn hold(&mut self) {
-        let fd = self.fd;
+        // Only made for plain sockets (engines' exchange.rs): the bytes go as they are.
+        let fd = self.client.fd();
         let Some(h) = &mut self.held else { return };
         let (bounds, held) = &mut **h;
         // What is held goes first; new output only once all of it is out.

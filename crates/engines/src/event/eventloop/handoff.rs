@@ -35,20 +35,18 @@ pub(in crate::event) fn run_dynamic(d: Dynamic, w: &mut ThreadCtx) {
     } = d;
     let shared = &*shared;
     let c = &mut conn;
-    if c.pending.is_empty()
-        || gearshift_handlers::stream::write_all(
-            c.fd.as_fd(),
-            &mut c.pending,
-            c.session.send_timeout_ms,
-            &shared.life,
-        )
-    {
+    let (fd, pending, send_ms) = (c.fd.as_fd(), &mut c.pending, c.session.send_timeout_ms);
+    let flushed = crate::wire::with_client(fd, &mut c.tls, |client| {
+        gearshift_handlers::stream::write_all(client, pending, send_ms, &shared.life)
+    });
+    if flushed {
         c.session.written(w.now_ms);
         let mut input = std::mem::take(&mut c.session.inbuf);
-        let fd = c.fd.as_fd();
         let session = &mut c.session;
         let ran = crate::guard::catch(shared, || {
-            crate::exchange::run(fd, session, &mut input, shared, w)
+            crate::wire::with_client(fd, &mut c.tls, |client| {
+                crate::exchange::run(client, session, &mut input, shared, w)
+            })
         });
         match ran {
             // Output held for a slow client: the loop writes it (the backend and this
@@ -178,7 +176,7 @@ impl EventLoop {
             let token = entry.key() as u64;
             let flags = EventFlags::IN | EventFlags::OUT | EventFlags::RDHUP | EventFlags::ET;
             if epoll::add(&self.epoll, c.fd.as_fd(), EventData::new_u64(token), flags).is_ok() {
-                let close = c.session.close_after_write && c.pending.is_empty() && !c.lingering;
+                let close = c.session.close_after_write && !c.output_waiting() && !c.lingering;
                 entry.insert(c);
                 if close {
                     // Back from a dynamic exchange that ended the connection.
@@ -203,7 +201,7 @@ impl EventLoop {
             .filter(|&(k, c)| {
                 !c.lingering
                     && !self.exchanges.running(k)
-                    && c.pending.is_empty()
+                    && !c.output_waiting()
                     && c.session.inbuf.is_empty()
                     && c.session.http.phase() == Phase::Idle
             })

@@ -224,8 +224,8 @@ impl EventLoop {
         }
         let c = &mut self.conns[k];
         let ex = self.exchanges.get_mut(k).expect("exchange");
-        let res = if c.pending.is_empty() {
-            self.batch.write(c.fd.as_fd())
+        let res = if !c.output_waiting() {
+            crate::wire::send(c.fd.as_fd(), &mut c.tls, &mut self.batch)
         } else {
             Ok((0, Flushed::Blocked))
         };
@@ -300,10 +300,10 @@ impl EventLoop {
             ),
             Err(()) => c.session.close_after_write = true,
         }
-        if !c.pending.is_empty() {
+        if c.output_waiting() {
             self.batch.move_into(&mut c.pending);
         } else if !self.batch.is_empty() {
-            match self.batch.write(c.fd.as_fd()) {
+            match crate::wire::send(c.fd.as_fd(), &mut c.tls, &mut self.batch) {
                 Ok((_, Flushed::All)) => c.session.written(now),
                 Ok((_, Flushed::Blocked)) => {
                     self.batch.move_into(&mut c.pending);
@@ -332,7 +332,7 @@ impl EventLoop {
                 continue;
             };
             c.read_stalled |= !c.session.inbuf.is_empty();
-            if !c.pending.is_empty() || c.lingering {
+            if c.output_waiting() || c.lingering {
                 continue; // the writable edge goes on (`ready`)
             }
             if c.session.close_after_write {
@@ -352,9 +352,9 @@ impl EventLoop {
         let c = &mut self.conns[k];
         c.read_stalled |= flags.contains(EventFlags::IN);
         if flags.contains(EventFlags::OUT)
-            && !c.pending.is_empty()
+            && c.output_waiting()
             && self.flush_pending(k)
-            && self.conns[k].pending.is_empty()
+            && !self.conns[k].output_waiting()
         {
             self.proxy_drained(k, svc);
         }
