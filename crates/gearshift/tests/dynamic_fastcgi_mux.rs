@@ -276,11 +276,9 @@ fn a_client_that_does_not_read_does_not_stall_the_connection() {
     let want = block.repeat(MB * 32);
     assert_eq!(r.body.len(), want.len());
     assert_eq!(crc32(&r.body), crc32(&want), "spooled answer intact");
-    assert!(
-        s.stderr_text().contains("buffered to a temporary file"),
-        "the answer went through the spool: {}",
-        s.stderr_text()
-    );
+    // Which spool took the answer (the multiplexer's inbox, or the exchange's response
+    // buffering, whichever meets the unread bytes first) depends on timing; the peak memory
+    // below shows it went to a file, not to memory.
     let peak = peak_kib(s.pid());
     assert!(
         peak < before + 10 * 1024,
