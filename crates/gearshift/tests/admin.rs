@@ -394,7 +394,15 @@ fn admin_token_required_off_loopback() {
         "listen = \"127.0.0.1:0\"\nadmin = \"0.0.0.0:0\"\nadmin_token_file = \"{}\"\n",
         file.display()
     ));
-    let args: Vec<String> = vec!["serve".into(), d.str(), "--config".into(), cfg];
+    // The knob set below is the event engine's (the test is about the token, not engines).
+    let args: Vec<String> = vec![
+        "serve".into(),
+        d.str(),
+        "--config".into(),
+        cfg,
+        "--engine".into(),
+        "event".into(),
+    ];
     let mut s = launch(&args, &[], None).expect("starts with a token file");
     s.keep = vec![cfg_dir, d];
     let admin = admin_of(&s).replace("0.0.0.0", "127.0.0.1");
