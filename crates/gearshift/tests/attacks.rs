@@ -62,7 +62,16 @@ fn start_limited(extra: &str, nofile: Option<u64>) -> Server {
         "root = \"{}\"\nlisten = \"127.0.0.1:0\"\n{extra}\n{SMALL}",
         root.str()
     ));
-    let args: Vec<String> = vec!["serve".into(), root.str(), "--config".into(), cfg];
+    let mut args: Vec<String> = vec!["serve".into(), root.str(), "--config".into(), cfg];
+    // A test that names its engine keeps it under GEARSHIFT_TEST_ENGINE (whose --engine
+    // would override the file's).
+    if let Some(engine) = extra
+        .lines()
+        .find_map(|l| l.strip_prefix("engine = \""))
+        .and_then(|r| r.strip_suffix('"'))
+    {
+        args.extend(["--engine".into(), engine.to_string()]);
+    }
     let mut s = launch_with(&args, &[], None, |cmd| {
         if let Some(n) = nofile {
             use std::os::unix::process::CommandExt;
