@@ -243,6 +243,52 @@ fn dynamic_answers_come_over_tls() {
     assert!(get(&mut c, "/", "").0.starts_with("HTTP/1.1 200"));
 }
 
+/// A CGI answer larger than the socket takes while the client is not reading: response
+/// buffering may not hold it as plaintext on an HTTPS connection (it is not made for TLS
+/// clients); every byte arrives through TLS.
+#[test]
+fn a_large_cgi_answer_to_a_slow_reader_comes_over_tls() {
+    use std::os::unix::fs::PermissionsExt;
+    const N: usize = 2_000_000;
+    let dir = docroot();
+    dir.mkdir("root/cgi-bin");
+    let script = dir.write(
+        "root/cgi-bin/big.sh",
+        format!(
+            "#!/bin/sh\nprintf 'Content-Type: application/octet-stream\\r\\nContent-Length: {N}\\r\\n\\r\\n'\nhead -c {N} /dev/zero\n"
+        ),
+    );
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let ca = Ca::new();
+    ca.leaf(dir.path(), "a", &["localhost"], false);
+    let cfg = tls_config(
+        &dir,
+        &[("a", &["localhost"])],
+        "[cgi]\ndirs = [\"/cgi-bin\"]\n",
+    );
+    let Some((_s, addr)) = start(&dir, &cfg) else {
+        return;
+    };
+    let mut c = connect(&ca, addr, "localhost", &rustls::version::TLS13);
+    write!(c, "GET /cgi-bin/big.sh HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
+    c.flush().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    let (head, body) = get(&mut c, "/index.html", "");
+    // The first answer is the CGI one; `get` sent a second request and read the first head.
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(body.len(), N, "{head}");
+    assert!(
+        body.iter().all(|&b| b == 0),
+        "the answer's bytes came through intact"
+    );
+    let mut rest = Vec::new();
+    let mut byte = [0u8; 1];
+    while !rest.ends_with(b"hello over tls\n") {
+        assert_eq!(c.read(&mut byte).unwrap(), 1, "second answer cut short");
+        rest.push(byte[0]);
+    }
+}
+
 #[test]
 fn redirect_http_sends_plain_requests_to_https() {
     let dir = docroot();
