@@ -148,6 +148,7 @@ impl Runner {
         self.w.sync_log(&svc);
         self.prepare(&h.fd);
         let mut session = Session::resume(&svc, h.peer, self.w.now_ms, h.requests, h.head_ms);
+        session.listener = h.listener;
         if h.tls.is_none() {
             session.redirect_https = shared.redirect_https;
         }
@@ -352,6 +353,7 @@ impl Runner {
             since_ms: self.w.now_ms,
             head_ms: in_head.then(|| session.http.head_started_ms()),
             tls,
+            listener: session.listener,
         }
     }
 

@@ -16,7 +16,6 @@ use gearshift_core::output::Batch;
 use gearshift_core::tls::wire::Client;
 use gearshift_handlers::dispatch::{self, Peers};
 use gearshift_handlers::stream::{BodyIn, Out};
-use gearshift_http::parse::parse_head;
 use gearshift_http::{Method, Version};
 use rustix::fd::BorrowedFd;
 use std::net::SocketAddr;
@@ -48,7 +47,7 @@ pub fn run(
     let svc = shared.service.load_full();
     w.sync_log(&svc);
     let send_ms = session.send_timeout_ms;
-    let Ok(Some(head)) = parse_head(&req.head, &svc.limits) else {
+    let Some(head) = session.parse_head(&req.head, &svc) else {
         // Only if a reload tightened the limits since the head was read.
         let mut out = Out::new(
             client,

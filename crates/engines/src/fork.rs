@@ -16,13 +16,13 @@ pub mod process;
 use super::blocking::Runner;
 use super::scoreboard::{Scoreboard, State};
 use crate::front::{Front, Handoff, PROCESS_LINGER_MS};
+use crate::listeners::Listeners;
 use crate::pass::{self, Received};
 use crate::{limits, Host, Request, Shared};
 use gearshift_core::knobs::Spec;
 use process::{Children, Reaper};
 use rustix::event::{poll, PollFd, PollFlags};
 use rustix::fd::{AsFd, OwnedFd};
-use std::net::TcpListener;
 use std::sync::Arc;
 
 /// Children forked per turn at most, so signals and reaping stay responsive.
@@ -59,7 +59,7 @@ impl super::Engine for ForkEngine {
 
     fn run(
         self: Box<Self>,
-        listener: TcpListener,
+        listener: Listeners,
         shared: Arc<Shared>,
         host: &dyn Host,
     ) -> std::io::Result<()> {
@@ -80,7 +80,7 @@ impl super::Engine for ForkEngine {
         );
         let stats = board.clone();
         shared.set_engine("fork", Box::new(move || process::stats(&stats)));
-        listener.set_nonblocking(true)?;
+        listener.set_nonblocking()?;
         let reaper = Reaper::install()?;
         let cap = limits::connection_cap(shared.service.load().max_connections, limits::nofile());
         let front = Front::new(&listener, cap, false)?;
@@ -148,7 +148,7 @@ struct Master {
     knobs: ForkKnobs,
     knobs_generation: u64,
     /// `None` only in children (which close their copy).
-    listener: Option<TcpListener>,
+    listener: Option<Listeners>,
     /// The head-reading stage (`None` in children, which close every connection it holds).
     front: Option<Front>,
     back_rx: Option<OwnedFd>,

@@ -20,6 +20,7 @@ pub mod front;
 pub mod guard;
 pub mod host;
 pub mod limits;
+pub mod listeners;
 mod loops;
 pub mod maintenance;
 pub mod pass;
@@ -36,8 +37,8 @@ pub mod worker;
 
 pub use config::EngineConfig;
 pub use host::{Host, Request};
+pub use listeners::{Listener, Listeners};
 pub use shared::Shared;
-use std::net::TcpListener;
 use std::sync::Arc;
 
 /// Engine names accepted by `--engine`.
@@ -51,7 +52,7 @@ pub const NAMES: &[&str] = &[
 pub const TLS_ENGINES: &[&str] = &["event", "threads", "pool", "worker"];
 
 /// A concurrency architecture. `run` is called on the master (main) thread after the
-/// listener is bound; it serves until `host` asks for shutdown, drains within the
+/// listeners are bound (it serves every one of them); it serves until `host` asks for shutdown, drains within the
 /// configured timeout, and returns. Reload and log-reopen requests arriving from `host`
 /// are handed back to `host.apply`, which swaps `shared.service`.
 pub trait Engine {
@@ -60,7 +61,7 @@ pub trait Engine {
     fn workers(&self) -> usize;
     fn run(
         self: Box<Self>,
-        listener: TcpListener,
+        listeners: Listeners,
         shared: Arc<Shared>,
         host: &dyn Host,
     ) -> std::io::Result<()>;
@@ -138,18 +139,6 @@ pub fn master_loop(host: &dyn Host, shared: &Shared, mut finished: impl FnMut() 
         host.sample(shared);
         if finished() {
             return;
-        }
-    }
-}
-
-/// Accept loop of engines with a dedicated acceptor: waits (poll, 200 ms ticks) for the
-/// listener to become readable and calls `on_ready`, until the server drains.
-pub fn accept_loop(listener: &TcpListener, shared: &Shared, mut on_ready: impl FnMut()) {
-    use rustix::event::{poll, PollFd, PollFlags};
-    while !shared.life.is_draining() {
-        let mut fds = [PollFd::new(listener, PollFlags::IN)];
-        if matches!(poll(&mut fds, 200), Ok(n) if n > 0) {
-            on_ready();
         }
     }
 }

@@ -13,8 +13,8 @@ use rustix::net::{
 };
 use std::io::{IoSlice, IoSliceMut};
 
-/// The fixed part of a message: requests, since_ms, head_ms (u64::MAX = none).
-const HEADER: usize = 24;
+/// The fixed part of a message: requests, since_ms, head_ms (u64::MAX = none), listener.
+const HEADER: usize = 32;
 /// Largest message (a handoff's input is bounded by the stage below this).
 const MAX_MESSAGE: usize = 160 * 1024;
 
@@ -43,7 +43,8 @@ pub fn send(sock: BorrowedFd<'_>, h: Handoff, nonblocking: bool) -> Result<(), N
     let mut head = [0u8; HEADER];
     head[..8].copy_from_slice(&h.requests.to_le_bytes());
     head[8..16].copy_from_slice(&h.since_ms.to_le_bytes());
-    head[16..].copy_from_slice(&h.head_ms.unwrap_or(u64::MAX).to_le_bytes());
+    head[16..24].copy_from_slice(&h.head_ms.unwrap_or(u64::MAX).to_le_bytes());
+    head[24..].copy_from_slice(&u64::from(h.listener).to_le_bytes());
     let iov = [IoSlice::new(&head), IoSlice::new(&h.input)];
     let fds = [h.fd.as_fd()];
     let mut space = [0u8; rustix::cmsg_space!(ScmRights(1))];
@@ -126,6 +127,7 @@ pub fn recv(sock: BorrowedFd<'_>, buf: &mut Vec<u8>) -> Received {
         fd,
         // Only plain connections cross processes (TLS state lives in one process's memory).
         tls: None,
+        listener: word(24) as u8,
     })
 }
 
@@ -147,13 +149,17 @@ mod tests {
             since_ms: 77,
             head_ms: Some(70),
             tls: None,
+            listener: 2,
         };
         assert!(send(a.as_fd(), h, true).is_ok());
         let mut buf = Vec::new();
         let Received::Conn(got) = recv(b.as_fd(), &mut buf) else {
             panic!("nothing received");
         };
-        assert_eq!((got.requests, got.since_ms, got.head_ms), (3, 77, Some(70)));
+        assert_eq!(
+            (got.requests, got.since_ms, got.head_ms, got.listener),
+            (3, 77, Some(70), 2)
+        );
         assert_eq!(got.input, b"GET / HTTP/1.1\r\n");
         assert_eq!(got.peer, client.local_addr().unwrap());
         // The passed descriptor is the connection: what the client sends arrives on it.

@@ -15,10 +15,10 @@
 use super::blocking::Runner;
 use super::master_loop;
 use crate::front::{spawn_stage, Front, Handoff, Returns, LINGER_MS};
+use crate::listeners::Listeners;
 use crate::{limits, Host, Shared};
 use gearshift_core::knobs::Spec;
 use std::collections::VecDeque;
-use std::net::TcpListener;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
@@ -107,7 +107,7 @@ impl super::Engine for PoolEngine {
 
     fn run(
         self: Box<Self>,
-        listener: TcpListener,
+        listener: Listeners,
         shared: Arc<Shared>,
         host: &dyn Host,
     ) -> std::io::Result<()> {
@@ -144,7 +144,7 @@ impl super::Engine for PoolEngine {
         shared.set_engine("pool", Box::new(move || stats.stats()));
         let mut handles = Vec::new();
         let mut generation = shared.knobs.generation();
-        listener.set_nonblocking(true)?;
+        listener.set_nonblocking()?;
         let cap = limits::connection_cap(shared.service.load().max_connections, limits::nofile());
         let returns = Arc::new(Returns::new()?);
         let acceptor = {
@@ -190,7 +190,7 @@ impl super::Engine for PoolEngine {
 /// the workers while the queue has room, take back what workers hand back.
 fn run_front(
     mut front: Front,
-    listener: &TcpListener,
+    listener: &Listeners,
     pool: &PoolState,
     shared: &Shared,
     returns: &Returns,

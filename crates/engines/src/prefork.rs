@@ -25,12 +25,12 @@ use super::scoreboard::Scoreboard;
 use crate::config::EngineConfig;
 use crate::front::Front;
 use crate::limits;
+use crate::listeners::Listeners;
 use crate::pass::{self, Received};
 use crate::{Host, Request, Shared};
 use gearshift_core::knobs::{KnobTable, Spec};
 use rustix::event::{poll, PollFd, PollFlags};
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::net::TcpListener;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -156,7 +156,7 @@ impl super::Engine for PreforkEngine {
 
     fn run(
         self: Box<Self>,
-        listener: TcpListener,
+        listener: Listeners,
         shared: Arc<Shared>,
         host: &dyn Host,
     ) -> std::io::Result<()> {
@@ -173,7 +173,7 @@ impl super::Engine for PreforkEngine {
         self.knobs.define(&shared.knobs, capacity);
         let stats = board.clone();
         shared.set_engine("prefork", Box::new(move || process::stats(&stats)));
-        listener.set_nonblocking(true)?;
+        listener.set_nonblocking()?;
         let cap = limits::connection_cap(shared.service.load().max_connections, limits::nofile());
         let front = Front::new(&listener, cap, false)?;
         // The master passes connections on `to_tx`, children take them from `to_rx` (a
@@ -276,7 +276,7 @@ struct Master<'a> {
     generation: u32,
     schedule: Maintenance,
     at_limit_reported: bool,
-    listener: &'a TcpListener,
+    listener: &'a Listeners,
     shared: &'a Arc<Shared>,
     /// The head-reading stage and the master's socket ends (`None` in children).
     front: Option<Front>,

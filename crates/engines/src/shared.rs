@@ -26,7 +26,7 @@ pub struct Shared {
     /// Request counters and histograms, in memory shared with forked children.
     pub counters: &'static Counters,
     engine: Mutex<(&'static str, Option<StatsFn>)>,
-    /// The HTTPS listener and its certificates, when `[tls]` is configured.
+    /// The certificates of the HTTPS listeners, when `[tls]` is configured.
     pub tls: Option<Arc<gearshift_core::tls::Tls>>,
     /// `tls.redirect_http`: the HTTPS port plain HTTP requests are sent to with a 301.
     pub redirect_https: Option<u16>,
@@ -51,12 +51,10 @@ impl Shared {
         }
     }
 
-    /// Serve HTTPS too: on `tls.listener`, and with `redirect`, answer plain HTTP requests
-    /// with a 301 to the HTTPS port.
-    pub fn with_tls(mut self, tls: gearshift_core::tls::Tls, redirect: bool) -> Shared {
-        if redirect {
-            self.redirect_https = tls.listener.local_addr().ok().map(|a| a.port());
-        }
+    /// Serve HTTPS too (on the listeners marked `https`), and with `redirect` (the HTTPS
+    /// port), answer plain HTTP requests with a 301 to it.
+    pub fn with_tls(mut self, tls: gearshift_core::tls::Tls, redirect: Option<u16>) -> Shared {
+        self.redirect_https = redirect;
         self.tls = Some(Arc::new(tls));
         self
     }

@@ -10,9 +10,9 @@
 use super::blocking::Runner;
 use super::master_loop;
 use crate::front::{spawn_stage, Front, Handoff, Returns, LINGER_MS};
+use crate::listeners::Listeners;
 use crate::{limits, Host, Shared};
 use gearshift_core::knobs::Spec;
-use std::net::TcpListener;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -50,7 +50,7 @@ impl super::Engine for ThreadsEngine {
 
     fn run(
         self: Box<Self>,
-        listener: TcpListener,
+        listener: Listeners,
         shared: Arc<Shared>,
         host: &dyn Host,
     ) -> std::io::Result<()> {
@@ -77,7 +77,7 @@ impl super::Engine for ThreadsEngine {
                 })
             }),
         );
-        listener.set_nonblocking(true)?;
+        listener.set_nonblocking()?;
         let cap = limits::connection_cap(shared.service.load().max_connections, limits::nofile());
         let returns = Arc::new(Returns::new()?);
         let acceptor = {
@@ -110,7 +110,7 @@ impl super::Engine for ThreadsEngine {
 /// with a request, while below `max_threads`. Returns once drained and every thread ended.
 fn run_front(
     mut front: Front,
-    listener: &TcpListener,
+    listener: &Listeners,
     shared: &Arc<Shared>,
     slots: &Arc<Slots>,
     returns: &Arc<Returns>,

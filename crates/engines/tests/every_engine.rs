@@ -238,13 +238,14 @@ fn serve(
             proxy: &proxy,
             sites: &[],
             unknown_host: gearshift_handlers::sites::UnknownHost::Default,
+            listeners: &[],
         },
         None,
     )?;
     let shared = Arc::new(Shared::new(service, 5_000));
     let host = TestHost::new().map_err(|e| e.to_string())?;
     gearshift_engines::build(&config)?
-        .run(listener, shared, &host)
+        .run(gearshift_engines::Listeners::plain(listener), shared, &host)
         .map_err(|e| e.to_string())
 }
 

@@ -53,7 +53,8 @@ struct ServeArgs {
     /// Directory to serve.
     #[arg(env = "GEARSHIFT_ROOT")]
     dir: Option<PathBuf>,
-    /// Address to listen on, IP:PORT (port 0 picks a free port).
+    /// Address to listen on, IP:PORT (port 0 picks a free port; IPv6 in brackets,
+    /// `[::1]:8080`); several separated by commas.
     #[arg(long, env = "GEARSHIFT_LISTEN")]
     listen: Option<String>,
     /// Concurrency architecture.
@@ -214,7 +215,8 @@ fn load_config(a: &ServeArgs) -> Result<Config, String> {
         c.root = d.clone();
     }
     if let Some(v) = &a.listen {
-        c.listen = v.clone();
+        let addrs = v.split(',').map(str::trim).filter(|s| !s.is_empty());
+        c.listen = gearshift_runtime::config::Listen(addrs.map(String::from).collect());
     }
     if let Some(v) = &a.engine {
         c.engine = v.clone();
@@ -290,15 +292,12 @@ fn serve(args: ServeArgs) -> Result<(), String> {
             .as_ref()
             .map(|a| format!("; admin {a}"))
             .unwrap_or_default();
-        let https = s
-            .tls_addr
-            .map(|a| format!(" and https://{a}/"))
-            .unwrap_or_default();
+        // Every listener, HTTP first: `on http://A/ and http://B/ and https://C/`.
         let _ = writeln!(
             out,
-            "gearshift: serving {} on http://{}/{https} (engine {}, {} workers{listing}{admin})",
+            "gearshift: serving {} on {} (engine {}, {} workers{listing}{admin})",
             root.display(),
-            s.addr,
+            s.urls().join(" and "),
             s.engine,
             s.workers
         );

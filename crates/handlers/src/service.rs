@@ -40,6 +40,9 @@ pub struct ServiceConfig<'a> {
     /// `[[site]]` tables (empty: the top-level configuration answers every host).
     pub sites: &'a [SiteConfig],
     pub unknown_host: UnknownHost,
+    /// The server's listeners' addresses, in the order engines number them
+    /// (`RequestHead::listener`): what sites restricted by `listen` are matched against.
+    pub listeners: &'a [SocketAddr],
 }
 
 pub struct Service {
@@ -75,7 +78,9 @@ pub struct Service {
     /// `[[site]]`s; the fields above (`files`, `cgi`, `fastcgi`, `proxy`) are the
     /// top-level configuration's site.
     pub sites: Vec<Site>,
-    hosts: HostTable,
+    /// Host tables by listener (`RequestHead::listener`); one for all when no site is
+    /// restricted to some listeners.
+    hosts: Vec<HostTable>,
     /// The access log's names of the top-level site and of misdirected requests.
     top_name: Arc<str>,
     misdirected_name: Arc<str>,
@@ -130,7 +135,7 @@ impl Service {
             .map(|(i, s)| build_site(i, s, &config, &common, previous))
             .collect::<Result<Vec<_>, String>>()?;
         Ok(Service {
-            hosts: HostTable::new(config.sites, config.unknown_host),
+            hosts: host_tables(&config),
             sites,
             top_name: Arc::from(sites::TOP_LEVEL_NAME),
             misdirected_name: Arc::from("-"),
@@ -183,6 +188,7 @@ impl Service {
                 proxy: &ProxyConfig::default(),
                 sites: &[],
                 unknown_host: UnknownHost::Default,
+                listeners: &[],
             },
             None,
         )
@@ -217,13 +223,20 @@ impl Service {
         }
     }
 
+    /// The host table of the listener `req` came in on.
+    fn hosts(&self, req: &RequestHead) -> &HostTable {
+        self.hosts
+            .get(usize::from(req.listener))
+            .unwrap_or(&self.hosts[0])
+    }
+
     /// The handlers of the site `req` is for (by its Host); None: a host no site names,
     /// refused with 421 (`unknown_host = "421"`).
     pub fn site(&self, req: &RequestHead) -> Option<Parts<'_>> {
         if self.sites.is_empty() {
             return Some(self.top());
         }
-        match self.hosts.choose(req.host) {
+        match self.hosts(req).choose(req.host) {
             Choice::TopLevel => Some(self.top()),
             Choice::Site(i) => Some(self.sites[i].parts()),
             Choice::Misdirected => None,
@@ -236,7 +249,7 @@ impl Service {
         if self.sites.is_empty() {
             return None;
         }
-        Some(match self.hosts.choose(req.host) {
+        Some(match self.hosts(req).choose(req.host) {
             Choice::TopLevel => &self.top_name,
             Choice::Site(i) => &self.sites[i].name,
             Choice::Misdirected => &self.misdirected_name,
@@ -304,6 +317,19 @@ impl Service {
             None => gearshift_core::respond::error(out, ctx, 421, &[]),
         }
     }
+}
+
+/// The host tables, by listener: one for all of them unless a site is restricted.
+fn host_tables(config: &ServiceConfig) -> Vec<HostTable> {
+    let (sites, unknown) = (config.sites, config.unknown_host);
+    if config.listeners.is_empty() || sites.iter().all(|s| s.listen.is_empty()) {
+        return vec![HostTable::new(sites, unknown)];
+    }
+    config
+        .listeners
+        .iter()
+        .map(|&a| HostTable::on_listener(sites, unknown, Some(a)))
+        .collect()
 }
 
 /// Site number `i` of `config` ready to serve: its files in the generation's one cache

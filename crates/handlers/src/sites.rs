@@ -18,8 +18,11 @@ use crate::fastcgi::{FastCgi, FastCgiConfig};
 use crate::files::config::StaticConfig;
 use crate::files::StaticFiles;
 use crate::proxy::{Proxy, ProxyConfig};
+use gearshift_core::net::Listen;
+use gearshift_core::tls::CertificateConfig;
 use hashbrown::HashMap;
 use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -48,6 +51,22 @@ pub struct SiteConfig {
     pub fastcgi: FastCgiConfig,
     #[serde(default)]
     pub proxy: ProxyConfig,
+    /// Answer only on these of the server's listeners (`listen` and `tls.listen`
+    /// addresses); empty = on all of them. A request for this site's names arriving on
+    /// another listener is handled as a host no site names.
+    #[serde(default, skip_serializing_if = "Listen::is_empty")]
+    pub listen: Listen,
+    /// PEM certificate chain for HTTPS on this site's names (with `tls_key`): chosen by SNI
+    /// as a `[[tls.certificate]]` whose `names` are the site's.
+    #[serde(default, skip_serializing_if = "is_empty_path")]
+    pub tls_cert: PathBuf,
+    /// Its private key (PEM).
+    #[serde(default, skip_serializing_if = "is_empty_path")]
+    pub tls_key: PathBuf,
+}
+
+fn is_empty_path(p: &std::path::Path) -> bool {
+    p.as_os_str().is_empty()
 }
 
 /// One site ready to serve (built by `Service::new`).
@@ -138,6 +157,14 @@ impl SiteConfig {
             Err(e) => return Err(format!("{at}: root: {}: {e}", self.root.display())),
         }
         let named = |r: Result<(), String>| r.map_err(|e| format!("{at}: {e}"));
+        self.listen
+            .addrs("listen")
+            .map_err(|e| format!("{at}: {e}"))?;
+        if is_empty_path(&self.tls_cert) != is_empty_path(&self.tls_key) {
+            return Err(format!(
+                "{at}: tls_cert and tls_key go together (PEM files)"
+            ));
+        }
         named(self.static_files(top).validate())?;
         named(self.cgi.validate())?;
         named(self.fastcgi.validate())?;
@@ -145,9 +172,35 @@ impl SiteConfig {
     }
 }
 
+impl SiteConfig {
+    /// The site's certificate as a `[[tls.certificate]]` for its names, with the name its
+    /// errors give it (`site NAME`); None without `tls_cert`.
+    pub fn certificate(&self) -> Option<(String, CertificateConfig)> {
+        if is_empty_path(&self.tls_cert) && is_empty_path(&self.tls_key) {
+            return None;
+        }
+        let c = CertificateConfig {
+            cert: self.tls_cert.clone(),
+            key: self.tls_key.clone(),
+            names: self.names.clone(),
+        };
+        Some((format!("site {}", self.name()), c))
+    }
+
+    /// Whether the site answers on the listener with address `addr` (None: any listener).
+    fn answers_on(&self, addr: Option<SocketAddr>) -> bool {
+        match addr {
+            Some(a) if !self.listen.is_empty() => {
+                self.listen.addrs("listen").is_ok_and(|l| l.contains(&a))
+            }
+            _ => true,
+        }
+    }
+}
+
 /// Check every site and the set of them: no name twice, at most one default.
 pub fn validate(sites: &[SiteConfig], top: &StaticConfig) -> Result<(), String> {
-    let mut seen: HashMap<String, &str> = HashMap::new();
+    let mut seen: HashMap<String, &SiteConfig> = HashMap::new();
     let mut default: Option<&str> = None;
     for s in sites {
         s.validate(top)?;
@@ -162,15 +215,26 @@ pub fn validate(sites: &[SiteConfig], top: &StaticConfig) -> Result<(), String> 
         }
         for n in &s.names {
             let key = normalise_name(n)?;
-            if let Some(other) = seen.insert(key, s.name()) {
+            // The same name on other listeners is another site (nginx's server_name
+            // under different `listen`s).
+            if let Some(other) = seen.insert(key, s).filter(|o| !disjoint(o, s)) {
                 return Err(format!(
-                    "site {}: names: '{n}' is a name of site {other} already",
-                    s.name()
+                    "site {}: names: '{n}' is a name of site {} already",
+                    s.name(),
+                    other.name()
                 ));
             }
         }
     }
     Ok(())
+}
+
+/// Two sites that answer on no listener in common (both restricted by `listen`).
+fn disjoint(a: &SiteConfig, b: &SiteConfig) -> bool {
+    let (Ok(x), Ok(y)) = (a.listen.addrs("listen"), b.listen.addrs("listen")) else {
+        return false;
+    };
+    !x.is_empty() && !y.is_empty() && !x.iter().any(|l| y.contains(l))
 }
 
 /// A configured name in the form lookups compare: lowercase, without a trailing dot;
@@ -229,11 +293,24 @@ const MAX_HOST: usize = 260;
 impl HostTable {
     /// The table for validated `sites`.
     pub fn new(sites: &[SiteConfig], unknown: UnknownHost) -> HostTable {
+        HostTable::on_listener(sites, unknown, None)
+    }
+
+    /// The table for requests arriving on the listener with address `addr`: only the sites
+    /// answering there (`SiteConfig::listen`) are in it (None: every site).
+    pub fn on_listener(
+        sites: &[SiteConfig],
+        unknown: UnknownHost,
+        addr: Option<SocketAddr>,
+    ) -> HostTable {
         let mut t = HostTable {
             unknown,
             ..HostTable::default()
         };
         for (i, s) in sites.iter().enumerate() {
+            if !s.answers_on(addr) {
+                continue;
+            }
             if s.default {
                 t.default = Some(i);
             }

@@ -11,6 +11,9 @@ fn site(names: &[&str], default: bool) -> SiteConfig {
         cgi: CgiConfig::default(),
         fastcgi: FastCgiConfig::default(),
         proxy: ProxyConfig::default(),
+        listen: Listen::default(),
+        tls_cert: PathBuf::new(),
+        tls_key: PathBuf::new(),
     }
 }
 
@@ -140,5 +143,71 @@ fn parses_from_toml_with_its_own_routes() {
     assert_eq!(s.listing, Some(true));
     assert!(
         toml::from_str::<SiteConfig>("names = [\"a\"]\nroot = \"/\"\nlistng = true\n").is_err()
+    );
+}
+
+#[test]
+fn sites_restricted_to_listeners_answer_only_there() {
+    let a: SocketAddr = "127.0.0.1:80".parse().unwrap();
+    let b: SocketAddr = "[::1]:80".parse().unwrap();
+    let only_b = SiteConfig {
+        listen: Listen(vec!["[::1]:80".into()]),
+        ..site(&["v6.example"], false)
+    };
+    let sites = [site(&["any.example"], false), only_b.clone()];
+    let on_a = HostTable::on_listener(&sites, UnknownHost::Default, Some(a));
+    let on_b = HostTable::on_listener(&sites, UnknownHost::Misdirected, Some(b));
+    assert_eq!(on_a.choose(Some(b"any.example")), Choice::Site(0));
+    assert_eq!(on_b.choose(Some(b"any.example")), Choice::Site(0));
+    assert_eq!(on_b.choose(Some(b"v6.example")), Choice::Site(1));
+    // Elsewhere its names are unknown hosts.
+    assert_eq!(on_a.choose(Some(b"v6.example")), Choice::TopLevel);
+    let strict = HostTable::on_listener(&sites, UnknownHost::Misdirected, Some(a));
+    assert_eq!(strict.choose(Some(b"v6.example")), Choice::Misdirected);
+    // A restricted default site is the default only where it answers.
+    let d = [SiteConfig {
+        default: true,
+        ..only_b.clone()
+    }];
+    assert_eq!(
+        HostTable::on_listener(&d, UnknownHost::Default, Some(b)).choose(None),
+        Choice::Site(0)
+    );
+    assert_eq!(
+        HostTable::on_listener(&d, UnknownHost::Default, Some(a)).choose(None),
+        Choice::TopLevel
+    );
+    // The same name may be two sites on different listeners, not on a shared one.
+    let top = StaticConfig::default();
+    let on = |l: &[&str]| SiteConfig {
+        listen: Listen(l.iter().map(|s| s.to_string()).collect()),
+        ..site(&["same.example"], false)
+    };
+    assert_eq!(
+        validate(&[on(&["127.0.0.1:80"]), on(&["[::1]:80"])], &top),
+        Ok(())
+    );
+    let e = validate(
+        &[on(&["127.0.0.1:80"]), on(&["127.0.0.1:80", "[::1]:80"])],
+        &top,
+    );
+    assert!(e
+        .unwrap_err()
+        .contains("is a name of site same.example already"));
+    let e = validate(&[on(&[]), on(&["[::1]:80"])], &top);
+    assert!(e.is_err());
+    let e = validate(&[on(&["::1:80"])], &top).unwrap_err();
+    assert!(
+        e.starts_with("site same.example: listen: '::1:80' is not IP:PORT"),
+        "{e}"
+    );
+    let half = SiteConfig {
+        tls_cert: "/x.pem".into(),
+        ..site(&["c.example"], false)
+    };
+    let e = validate(&[half], &top).unwrap_err();
+    assert_eq!(
+        e,
+        "site c.example: tls_cert and tls_key go together (PEM files)"
     );
 }

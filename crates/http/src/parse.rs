@@ -107,6 +107,10 @@ pub struct RequestHead<'b> {
     pub expect_continue: bool,
     /// Length of the head in bytes, including the final CRLFCRLF.
     pub head_len: usize,
+    /// Which of the server's listeners the connection came in on (its place in the
+    /// server's list; 0 from the parser): set by the server that read the head, for the
+    /// sites that answer only on some listeners (`[[site]] listen`).
+    pub listener: u8,
 }
 
 impl<'b> RequestHead<'b> {
@@ -373,6 +377,7 @@ fn build<'b>(
         keep_alive,
         expect_continue: expect_continue && version == Version::Http11,
         head_len,
+        listener: 0,
     })
 }
 

@@ -11,6 +11,7 @@
 pub use gearshift_core::accesslog::LogFormat;
 pub use gearshift_core::config::{HttpConfig, LogConfig};
 use gearshift_core::defaults;
+pub use gearshift_core::net::Listen;
 pub use gearshift_core::tls::{CertificateConfig, TlsConfig};
 pub use gearshift_engines::config::{
     DynamicConfig, EngineConfig, ForkConfig, PoolConfig, PreforkConfig, StagedConfig,
@@ -28,14 +29,18 @@ use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+/// Most listeners (`listen` and `tls.listen` together).
+pub const MAX_LISTENERS: usize = 255;
+
 /// The whole configuration. Unknown keys are errors (`deny_unknown_fields`).
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     /// Document root.
     pub root: PathBuf,
-    /// Listening address `IP:PORT` (port 0 picks a free one).
-    pub listen: String,
+    /// Listening address `IP:PORT` (port 0 picks a free one; IPv6 in brackets), or an
+    /// array of them.
+    pub listen: Listen,
     /// Concurrency architecture; see `engine::NAMES`.
     pub engine: String,
     /// Event loops (or processes) of the engine; 0 = one per core.
@@ -98,7 +103,7 @@ pub struct Config {
     /// them is the site answering other hosts.
     #[serde(rename = "site", skip_serializing_if = "Vec::is_empty")]
     pub sites: Vec<SiteConfig>,
-    /// HTTPS on a second listener (`[tls]`, `[[tls.certificate]]`).
+    /// HTTPS on listeners of its own (`[tls]`, `[[tls.certificate]]`).
     pub tls: TlsConfig,
 }
 
@@ -106,7 +111,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             root: PathBuf::from("."),
-            listen: defaults::LISTEN.to_string(),
+            listen: Listen::one(defaults::LISTEN),
             engine: "event".to_string(),
             workers: 0,
             shutdown_timeout_ms: defaults::SHUTDOWN_TIMEOUT_MS,
@@ -167,7 +172,7 @@ impl Config {
 
     /// Check every value; the error is one line naming the option.
     pub fn validate(&self) -> Result<(), String> {
-        self.listen_addr()?;
+        self.listeners()?;
         self.admin_access()?;
         crate::ops::identity(&self.user, &self.group)?;
         if let Some(dir) = self
@@ -201,14 +206,51 @@ impl Config {
         self.work.validate()?;
         self.proxy.validate()?;
         gearshift_handlers::sites::validate(&self.sites, &self.static_files)?;
-        self.tls.validate()?;
-        if self.tls.enabled()
-            && self.tls.listen_addr()?.port() != 0
-            && self.tls.listen_addr()? == self.listen_addr()?
-        {
-            return Err("tls.listen: must differ from listen (HTTP stays on listen)".into());
+        self.tls.validate(&self.site_certificates())?;
+        let all: Vec<SocketAddr> = self.listeners()?.into_iter().map(|(a, _)| a).collect();
+        for site in &self.sites {
+            for a in site.listen.addrs("listen")? {
+                if !all.contains(&a) {
+                    return Err(format!(
+                        "site {}: listen: {a} is none of the server's listen or tls.listen addresses",
+                        site.name()
+                    ));
+                }
+            }
         }
         Ok(())
+    }
+
+    /// The addresses to listen on, in the order engines number them: `listen`, then
+    /// `tls.listen` (HTTPS: true). Errors name the option; an address in both is refused.
+    pub fn listeners(&self) -> Result<Vec<(SocketAddr, bool)>, String> {
+        let plain = self.listen_addrs()?;
+        let https = match self.tls.enabled() {
+            true => self.tls.listen_addrs()?,
+            false => Vec::new(),
+        };
+        if let Some(a) = https.iter().find(|a| a.port() != 0 && plain.contains(a)) {
+            return Err(format!(
+                "tls.listen: {a} is in listen too (HTTP and HTTPS need listeners of their own)"
+            ));
+        }
+        // Requests carry their listener's number in a byte (`RequestHead::listener`).
+        if plain.len() + https.len() > MAX_LISTENERS {
+            return Err(format!(
+                "listen: at most {MAX_LISTENERS} addresses with tls.listen's"
+            ));
+        }
+        let tagged = |v: Vec<SocketAddr>, tls: bool| v.into_iter().map(move |a| (a, tls));
+        Ok(tagged(plain, false).chain(tagged(https, true)).collect())
+    }
+
+    /// The sites' certificates (`tls_cert`, `tls_key`) as `[[tls.certificate]]`s for their
+    /// names, each with the name its errors give it.
+    pub fn site_certificates(&self) -> Vec<(String, CertificateConfig)> {
+        self.sites
+            .iter()
+            .filter_map(SiteConfig::certificate)
+            .collect()
     }
 
     /// The admin listener's access rules (the token read from its file); errors name the
@@ -223,13 +265,26 @@ impl Config {
         )
     }
 
-    pub fn listen_addr(&self) -> Result<SocketAddr, String> {
-        self.listen
-            .parse()
-            .map_err(|_| format!("listen: '{}' is not IP:PORT", self.listen))
+    /// The plain HTTP listeners' addresses (at least one).
+    pub fn listen_addrs(&self) -> Result<Vec<SocketAddr>, String> {
+        let addrs = self.listen.addrs("listen")?;
+        if addrs.is_empty() {
+            return Err("listen: at least one address (IP:PORT) is needed".into());
+        }
+        Ok(addrs)
     }
 
-    /// The sections the handlers' `Service` is built from.
+    /// The sections the handlers' `Service` is built from, for a server whose listeners
+    /// are `listeners` (in the engines' order: what `[[site]] listen` is matched against).
+    pub fn service_on<'a>(&'a self, listeners: &'a [SocketAddr]) -> ServiceConfig<'a> {
+        ServiceConfig {
+            listeners,
+            ..self.service()
+        }
+    }
+
+    /// The sections the handlers' `Service` is built from (sites restricted to listeners
+    /// are matched by `service_on`).
     pub fn service(&self) -> ServiceConfig<'_> {
         ServiceConfig {
             root: &self.root,
@@ -244,6 +299,7 @@ impl Config {
             proxy: &self.proxy,
             sites: &self.sites,
             unknown_host: self.unknown_host,
+            listeners: &[],
         }
     }
 
@@ -294,9 +350,9 @@ mod tests {
             ..Config::default()
         };
         assert_eq!(c.validate(), Ok(()));
-        c.listen = "localhost".into();
+        c.listen = Listen::one("localhost");
         assert!(c.validate().unwrap_err().starts_with("listen:"));
-        c.listen = "127.0.0.1:0".into();
+        c.listen = Listen::one("127.0.0.1:0");
         c.engine = "warp".into();
         assert!(c.validate().unwrap_err().starts_with("engine:"));
         c.engine = "event".into();

@@ -24,6 +24,8 @@ pub(crate) struct Runtime {
     pub(crate) reload: Mutex<Reload>,
     /// The running configuration (what a reload compares with).
     pub(crate) config: Mutex<Config>,
+    /// The listeners' addresses as `[[site]] listen` names them (`Config::service_on`).
+    pub(crate) listeners: Vec<std::net::SocketAddr>,
 }
 
 impl Host for Runtime {
@@ -110,11 +112,12 @@ impl Runtime {
             tracing::warn!("tls.listen changes take effect after a restart");
         }
         let old = shared.service.load_full();
-        let service = Service::new(config.service(), Some(&old))?;
-        // New handshakes take the new certificates; open connections keep theirs. (validate
-        // loaded them already: a broken one failed the whole reload, the old ones stay.)
+        let service = Service::new(config.service_on(&self.listeners), Some(&old))?;
+        // New handshakes take the new certificates, the sites' too; open connections keep
+        // theirs. (validate loaded them already: a broken one failed the whole reload, the
+        // old ones stay.)
         if let Some(tls) = &shared.tls {
-            tls.reload(&config.tls)?;
+            tls.reload(&config.tls, &config.site_certificates())?;
         }
         shared.service.store(Arc::new(service));
         shared.life.set_drain_timeout_ms(config.shutdown_timeout_ms);

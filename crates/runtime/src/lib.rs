@@ -34,13 +34,27 @@ use std::sync::{Arc, Mutex};
 
 /// What `serve` reports once it listens.
 pub struct Started {
+    /// The first plain HTTP listener's address.
     pub addr: SocketAddr,
-    /// Where HTTPS is served, if `[tls]` is on.
+    /// The first HTTPS listener's address, if `[tls]` is on.
     pub tls_addr: Option<SocketAddr>,
+    /// Every listener's address (as bound: port 0 resolved) and whether it is HTTPS, in
+    /// the engines' order.
+    pub listeners: Vec<(SocketAddr, bool)>,
     /// Where the admin interface listens, if it is on.
     pub admin: Option<String>,
     pub engine: &'static str,
     pub workers: usize,
+}
+
+impl Started {
+    /// Every listener as a URL (`http://127.0.0.1:8080/ https://[::1]:8443/`).
+    pub fn urls(&self) -> Vec<String> {
+        self.listeners
+            .iter()
+            .map(|(a, https)| format!("{}://{a}/", if *https { "https" } else { "http" }))
+            .collect()
+    }
 }
 
 /// Run a server until it is told to stop. Errors are one line naming the problem.
@@ -56,16 +70,26 @@ pub fn serve(
     let nofile = gearshift_engines::limits::raise_nofile();
     gearshift_engines::guard::install_hook();
     let signals = Signals::install().map_err(|e| format!("signals: {e}"))?;
-    let listener = listener(&config)?;
-    gearshift_engines::limits::defer_accept(&listener, config.http.defer_accept_s);
+    let bound = listeners(&config)?;
+    for b in &bound {
+        gearshift_engines::limits::defer_accept(&b.socket, config.http.defer_accept_s);
+    }
     let admin = match config.admin.as_str() {
         "" => None,
         a => Some(admin::Admin::bind(a, config.admin_access()?)?),
     };
     let admin_at = admin.as_ref().map(admin::Admin::describe);
     let engine = gearshift_engines::build(&config.engines())?;
-    let service = Service::new(config.service(), None)?;
+    // What `[[site]] listen` is matched against: the configured address of each listener.
+    let names: Vec<SocketAddr> = bound.iter().map(|b| b.name).collect();
+    let service = Service::new(config.service_on(&names), None)?;
     let mut shared = Shared::new(service, config.shutdown_timeout_ms);
+    let local = |b: &Bound| b.socket.local_addr().map_err(|e| format!("listen: {e}"));
+    let listening = bound
+        .iter()
+        .map(|b| Ok((local(b)?, b.https)))
+        .collect::<Result<Vec<_>, String>>()?;
+    let first_https = listening.iter().find(|l| l.1).map(|l| l.0);
     if config.tls.enabled() {
         if !gearshift_engines::TLS_ENGINES.contains(&engine.name()) {
             return Err(format!(
@@ -74,15 +98,9 @@ pub fn serve(
                 gearshift_engines::TLS_ENGINES.join(", ")
             ));
         }
-        let tls_listener =
-            bind(config.tls.listen_addr()?).map_err(|e| format!("tls.listen: {e}"))?;
-        gearshift_engines::limits::defer_accept(&tls_listener, config.http.defer_accept_s);
-        // Every engine accepts from it when epoll says so, never waiting in accept.
-        tls_listener
-            .set_nonblocking(true)
-            .map_err(|e| format!("tls.listen: {e}"))?;
-        let tls = gearshift_core::tls::Tls::new(tls_listener, &config.tls)?;
-        shared = shared.with_tls(tls, config.tls.redirect_http);
+        let tls = gearshift_core::tls::Tls::new(&config.tls, &config.site_certificates())?;
+        let redirect = first_https.filter(|_| config.tls.redirect_http);
+        shared = shared.with_tls(tls, redirect.map(|a| a.port()));
     }
     let shared = Arc::new(shared);
     gearshift_core::ratelog::set_guard(shared.counters.guard());
@@ -92,17 +110,29 @@ pub fn serve(
             gearshift_engines::limits::connection_cap(config.http.max_connections, nofile),
         "descriptor limit"
     );
-    let port = listener.local_addr().map_or(0, |a| a.port());
-    let state = State::new(&config.listen, port);
-    // The sampler reads the listener's accept queue (TCP_INFO) until the server drains.
-    let probe = std::os::fd::AsRawFd::as_raw_fd(&listener);
+    let state = State::new(
+        &config.listen,
+        listening.iter().map(|l| l.0.port()).collect(),
+    );
+    let listeners = gearshift_engines::Listeners::new(
+        bound
+            .into_iter()
+            .map(|b| gearshift_engines::Listener {
+                socket: b.socket,
+                https: b.https,
+            })
+            .collect(),
+    );
+    // The sampler reads the first listener's accept queue (TCP_INFO) until the server drains.
+    let probe = std::os::fd::AsRawFd::as_raw_fd(listeners.first());
     let sampler = live::Sampler::new(&config.control, Some(probe), &shared, &state.live)?;
     let started = Started {
-        addr: listener.local_addr().map_err(|e| format!("listen: {e}"))?,
-        tls_addr: shared
-            .tls
-            .as_ref()
-            .and_then(|t| t.listener.local_addr().ok()),
+        addr: listening
+            .iter()
+            .find(|l| !l.1)
+            .map_or(listening[0].0, |l| l.0),
+        tls_addr: first_https,
+        listeners: listening,
         admin: admin_at,
         engine: engine.name(),
         workers: engine.workers(),
@@ -118,6 +148,7 @@ pub fn serve(
         ops::drop_privileges(id)?;
     }
     on_start(&started);
+    ops::set_listening(&started.urls().join(" "));
     ops::notify(ops::Notify::Ready);
     let runtime = Runtime {
         signals,
@@ -126,31 +157,61 @@ pub fn serve(
         state,
         reload: Mutex::new(reload),
         config: Mutex::new(config),
+        listeners: names,
     };
     let result = engine
-        .run(listener, shared, &runtime)
+        .run(listeners, shared, &runtime)
         .map_err(|e| format!("engine: {e}"));
     drop(pid_file);
     result
 }
 
-/// The public listener: the one systemd passed (socket activation), else `listen` bound.
-fn listener(config: &Config) -> Result<std::net::TcpListener, String> {
-    let mut passed = ops::activated_listeners()?;
-    match passed.len() {
-        0 => bind(config.listen_addr()?),
-        1 => {
-            let l = passed.remove(0);
-            tracing::info!(
-                "listening on the socket passed by the service manager ({})",
-                l.local_addr().map_or("?".into(), |a| a.to_string())
-            );
-            Ok(l)
-        }
-        n => Err(format!(
-            "socket activation: {n} sockets passed; one listener is served (use one ListenStream=)"
-        )),
+/// A listening socket, the address `[[site]] listen` knows it by (the configured one; a
+/// passed socket's own), and whether it speaks HTTPS.
+struct Bound {
+    socket: std::net::TcpListener,
+    name: SocketAddr,
+    https: bool,
+}
+
+/// The public listeners: those systemd passed (socket activation), each HTTPS if its
+/// address is one of `tls.listen`, else HTTP; without any, `listen` and `tls.listen` bound.
+fn listeners(config: &Config) -> Result<Vec<Bound>, String> {
+    let configured = config.listeners()?;
+    let passed = ops::activated_listeners()?;
+    if passed.is_empty() {
+        return configured
+            .into_iter()
+            .map(|(addr, https)| {
+                let option = if https { "tls.listen" } else { "listen" };
+                let socket = bind(addr).map_err(|e| format!("{option}: {e}"))?;
+                Ok(Bound {
+                    socket,
+                    name: addr,
+                    https,
+                })
+            })
+            .collect();
     }
+    let mut out = Vec::with_capacity(passed.len());
+    for socket in passed {
+        let addr = socket
+            .local_addr()
+            .map_err(|e| format!("socket activation: {e}"))?;
+        let https = configured.iter().any(|&(a, tls)| tls && a == addr);
+        tracing::info!(
+            "listening on the socket passed by the service manager ({addr}, {})",
+            if https { "HTTPS" } else { "HTTP" }
+        );
+        out.push(Bound {
+            socket,
+            name: addr,
+            https,
+        });
+    }
+    // Plain HTTP first, as when bound (the banner's first address is an HTTP one).
+    out.sort_by_key(|b| b.https);
+    Ok(out)
 }
 
 /// `gearshift serve --check-config`: everything `serve` would refuse, without starting.
@@ -159,21 +220,16 @@ fn listener(config: &Config) -> Result<std::net::TcpListener, String> {
 pub fn check(config: &Config) -> Result<Vec<String>, String> {
     config.validate()?;
     let mut notes = Vec::new();
-    let addr = config.listen_addr()?;
-    if let Err(e) = bind(addr) {
-        if !e.contains("Address already in use") {
-            return Err(e);
-        }
-        notes.push(format!("listen: {addr} is in use (by the running server?)"));
-    }
-    if config.tls.enabled() {
-        let addr = config.tls.listen_addr()?;
+    // Every address is bound (and let go), so one that cannot be is an error now, not at
+    // the next start; the running server's are only in use.
+    for (addr, https) in config.listeners()? {
+        let option = if https { "tls.listen" } else { "listen" };
         if let Err(e) = bind(addr) {
             if !e.contains("Address already in use") {
-                return Err(format!("tls.listen: {e}"));
+                return Err(format!("{option}: {e}"));
             }
             notes.push(format!(
-                "tls.listen: {addr} is in use (by the running server?)"
+                "{option}: {addr} is in use (by the running server?)"
             ));
         }
     }

@@ -12,7 +12,8 @@ use std::os::fd::{FromRawFd, RawFd};
 use std::path::{Path, PathBuf};
 
 /// Listening sockets passed by the service manager (`LISTEN_PID` is this process,
-/// `LISTEN_FDS` of them from descriptor 3), each checked to be a listening TCP socket.
+/// `LISTEN_FDS` of them from descriptor 3, as many as there are `ListenStream=` lines), each
+/// checked to be a listening TCP socket.
 /// The variables are unset so children do not take the sockets for theirs. Empty when the
 /// server was not socket-activated.
 pub fn activated_listeners() -> Result<Vec<TcpListener>, String> {
@@ -40,6 +41,14 @@ pub fn activated_listeners() -> Result<Vec<TcpListener>, String> {
     Ok(out)
 }
 
+/// What `READY=1` says in `STATUS=` (`systemctl status` shows it): set once listening.
+static LISTENING: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Say where the server listens (`serving http://A/ https://B/`) in the readiness status.
+pub fn set_listening(urls: &str) {
+    let _ = LISTENING.set(urls.to_string());
+}
+
 /// Tells the service manager (if any: `NOTIFY_SOCKET`) how the server is doing. Failures
 /// are logged, never fatal: a manager that cannot be told is not the server's problem.
 pub fn notify(state: Notify) {
@@ -49,7 +58,10 @@ pub fn notify(state: Notify) {
     let status;
     let states: Vec<NotifyState> = match state {
         Notify::Ready => {
-            status = "serving".to_string();
+            status = match LISTENING.get() {
+                Some(urls) => format!("serving {urls}"),
+                None => "serving".to_string(),
+            };
             vec![
                 NotifyState::Ready,
                 NotifyState::MainPid(std::process::id()),

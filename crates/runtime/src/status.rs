@@ -1,9 +1,10 @@
 //! What the admin listener shows of a running server: `/status` (engine, knobs, workers,
 //! the control loop) and `/metrics`, from the engine's `Shared` and the runtime's own
-//! `State` (the online-control status and the running configuration's listen address).
+//! `State` (the online-control status and the running configuration's listen addresses).
 
 use crate::admin::Refusal;
 use crate::live::LiveStatus;
+use gearshift_core::net::Listen;
 use gearshift_engines::Shared;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -14,19 +15,21 @@ pub struct State {
     pub live: LiveStatus,
     /// `listen` of the running configuration (a reload may name another; it takes effect
     /// after a restart, but `/status` shows what the file says, as before).
-    listen: Mutex<String>,
-    /// The port the public listener is bound to (for the established-connections gauge).
-    port: u16,
+    listen: Mutex<Listen>,
+    /// The ports the public listeners are bound to (for the established-connections gauge).
+    ports: Vec<u16>,
     /// Admin requests refused by the access rules, by `Refusal`.
     admin_refused: [AtomicU64; Refusal::ALL.len()],
 }
 
 impl State {
-    pub fn new(listen: &str, port: u16) -> State {
+    pub fn new(listen: &Listen, mut ports: Vec<u16>) -> State {
+        ports.sort_unstable();
+        ports.dedup();
         State {
             live: LiveStatus::default(),
-            listen: Mutex::new(listen.to_string()),
-            port,
+            listen: Mutex::new(listen.clone()),
+            ports,
             admin_refused: Default::default(),
         }
     }
@@ -36,8 +39,8 @@ impl State {
         self.admin_refused[why as usize].fetch_add(1, Ordering::Relaxed);
     }
 
-    pub fn set_listen(&self, listen: &str) {
-        *self.listen.lock().unwrap_or_else(|p| p.into_inner()) = listen.to_string();
+    pub fn set_listen(&self, listen: &Listen) {
+        *self.listen.lock().unwrap_or_else(|p| p.into_inner()) = listen.clone();
     }
 
     /// What `GET /status` shows.
@@ -80,9 +83,11 @@ impl State {
                 )
             }),
             process: crate::prom::Process::read(),
-            connections_established: gearshift_core::metrics::procfs::established_on_port(
-                self.port,
-            ),
+            connections_established: self
+                .ports
+                .iter()
+                .map(|&p| gearshift_core::metrics::procfs::established_on_port(p))
+                .sum(),
             listen_overflows: gearshift_core::metrics::procfs::listen_overflows(),
             compression: shared.service.load().files.compression_stats().snapshot(),
         })

@@ -24,12 +24,12 @@ use std::sync::Arc;
 
 pub use conn::TlsConn;
 
-/// `[tls]`: a second listener that speaks HTTPS (HTTP stays on `listen`).
+/// `[tls]`: listeners that speak HTTPS (HTTP stays on `listen`).
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct TlsConfig {
-    /// `IP:PORT` of the HTTPS listener; empty = no HTTPS.
-    pub listen: String,
+    /// `IP:PORT` of the HTTPS listener, or an array of them; empty = no HTTPS.
+    pub listen: crate::net::Listen,
     /// Longest a TLS handshake may take from the connection's accept.
     pub handshake_timeout_ms: u64,
     /// The HTTP listener answers every request with 301 to the same path on HTTPS.
@@ -54,7 +54,7 @@ pub struct CertificateConfig {
 impl Default for TlsConfig {
     fn default() -> Self {
         TlsConfig {
-            listen: String::new(),
+            listen: crate::net::Listen::default(),
             handshake_timeout_ms: defaults::TLS_HANDSHAKE_TIMEOUT_MS,
             redirect_http: false,
             certificate: Vec::new(),
@@ -68,38 +68,54 @@ impl TlsConfig {
         !self.listen.is_empty()
     }
 
-    /// Check the section, certificates included (read, parsed, unexpired, key matching):
-    /// the error is one line naming the option and the file.
-    pub fn validate(&self) -> Result<(), String> {
+    /// Check the section, certificates included (read, parsed, unexpired, key matching),
+    /// with the sites' certificates (`sites`: each named for errors, `site NAME`): the
+    /// error is one line naming the option and the file.
+    pub fn validate(&self, sites: &[(String, CertificateConfig)]) -> Result<(), String> {
         if !self.enabled() {
             if !self.certificate.is_empty() || self.redirect_http {
                 return Err("tls.listen: required when [tls] has certificates or redirect_http (IP:PORT of the HTTPS listener)".into());
             }
+            if let Some((site, _)) = sites.first() {
+                return Err(format!(
+                    "{site}: tls_cert: needs [tls] listen (the HTTPS listener)"
+                ));
+            }
             return Ok(());
         }
-        self.listen_addr()?;
+        self.listen_addrs()?;
         crate::config::positive("tls.handshake_timeout_ms", self.handshake_timeout_ms)?;
-        self.server_config().map(|_| ())
+        self.server_config(sites).map(|_| ())
     }
 
-    pub fn listen_addr(&self) -> Result<std::net::SocketAddr, String> {
-        self.listen
-            .parse()
-            .map_err(|_| format!("tls.listen: '{}' is not IP:PORT", self.listen))
+    /// The HTTPS listeners' addresses.
+    pub fn listen_addrs(&self) -> Result<Vec<std::net::SocketAddr>, String> {
+        self.listen.addrs("tls.listen")
     }
 
-    /// The rustls configuration of the HTTPS listener, certificates loaded.
-    pub fn server_config(&self) -> Result<Arc<rustls::ServerConfig>, String> {
-        if self.certificate.is_empty() {
+    /// The rustls configuration of the HTTPS listeners, certificates loaded: those of
+    /// `[[tls.certificate]]`, then the sites' (`sites`, each with the name errors give it;
+    /// their `names` are the sites' names).
+    pub fn server_config(
+        &self,
+        sites: &[(String, CertificateConfig)],
+    ) -> Result<Arc<rustls::ServerConfig>, String> {
+        if self.certificate.is_empty() && sites.is_empty() {
             return Err(
-                "tls.certificate: HTTPS needs at least one [[tls.certificate]] (cert, key)".into(),
+                "tls.certificate: HTTPS needs at least one [[tls.certificate]] (cert, key) or a [[site]] with tls_cert and tls_key".into(),
             );
         }
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut entries = Vec::new();
-        for (i, c) in self.certificate.iter().enumerate() {
+        let labelled = self
+            .certificate
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (format!("tls.certificate[{i}]"), c))
+            .chain(sites.iter().map(|(at, c)| (at.clone(), c)));
+        for (at, c) in labelled {
             let key = certs::load(c, &provider, crate::lifecycle::unix_now())
-                .map_err(|e| format!("tls.certificate[{i}]: {e}"))?;
+                .map_err(|e| format!("{at}: {e}"))?;
             let names = c
                 .names
                 .iter()
@@ -148,27 +164,30 @@ impl ResolvesServerCert for BySni {
     }
 }
 
-/// The HTTPS side of a running server: its listener and the configuration new handshakes
-/// use (swapped whole by `reload`).
+/// The HTTPS side of a running server: the configuration new handshakes use (swapped whole
+/// by `reload`). Its listeners are among the engines' (those marked `https`).
 pub struct Tls {
-    pub listener: std::net::TcpListener,
     pub config: ArcSwap<rustls::ServerConfig>,
     pub handshake_timeout_ms: u64,
 }
 
 impl Tls {
-    pub fn new(listener: std::net::TcpListener, cfg: &TlsConfig) -> Result<Tls, String> {
+    /// `sites` as in `TlsConfig::server_config`.
+    pub fn new(cfg: &TlsConfig, sites: &[(String, CertificateConfig)]) -> Result<Tls, String> {
         Ok(Tls {
-            listener,
-            config: ArcSwap::new(cfg.server_config()?),
+            config: ArcSwap::new(cfg.server_config(sites)?),
             handshake_timeout_ms: cfg.handshake_timeout_ms,
         })
     }
 
     /// New certificates for new handshakes; on an error the old ones stay (and the error
     /// says why, for the log).
-    pub fn reload(&self, cfg: &TlsConfig) -> Result<(), String> {
-        let config = cfg.server_config()?;
+    pub fn reload(
+        &self,
+        cfg: &TlsConfig,
+        sites: &[(String, CertificateConfig)],
+    ) -> Result<(), String> {
+        let config = cfg.server_config(sites)?;
         self.config.store(config);
         Ok(())
     }

@@ -111,7 +111,7 @@ fn connect(
     name: &str,
     versions: &[&'static rustls::SupportedProtocolVersion],
 ) -> (rustls::ClientConnection, TlsConn) {
-    let server = TlsConn::new(tls.server_config().unwrap(), 1000).unwrap();
+    let server = TlsConn::new(tls.server_config(&[]).unwrap(), 1000).unwrap();
     let sni = ServerName::try_from(name.to_string()).unwrap();
     let client = rustls::ClientConnection::new(ca.client(versions), sni).unwrap();
     let (mut client, mut server) = (client, server);
@@ -121,7 +121,7 @@ fn connect(
 
 fn config(certs: Vec<CertificateConfig>) -> TlsConfig {
     TlsConfig {
-        listen: "127.0.0.1:0".into(),
+        listen: crate::net::Listen::one("127.0.0.1:0"),
         certificate: certs,
         ..TlsConfig::default()
     }
@@ -211,7 +211,7 @@ fn bad_certificates_are_refused_with_one_line() {
     ca.leaf(&dir, "other", &["a.test"], false);
     ca.leaf(&dir, "old", &["a.test"], true);
     std::fs::write(dir.join("junk.pem"), "not a certificate\n").unwrap();
-    let err = |c: CertificateConfig| config(vec![c]).validate().unwrap_err();
+    let err = |c: CertificateConfig| config(vec![c]).validate(&[]).unwrap_err();
     let missing = err(entry(&dir, "nothere", &[]));
     assert!(missing.starts_with("tls.certificate[0]: cert ") && missing.contains("No such file"));
     let junk = err(CertificateConfig {
@@ -235,14 +235,14 @@ fn bad_certificates_are_refused_with_one_line() {
     for e in [&missing, &junk, &expired, &mismatch] {
         assert!(!e.contains('\n'), "{e}");
     }
-    assert!(config(vec![entry(&dir, "good", &[])]).validate().is_ok());
+    assert!(config(vec![entry(&dir, "good", &[])]).validate(&[]).is_ok());
     let none = TlsConfig {
         certificate: vec![entry(&dir, "good", &[])],
         ..TlsConfig::default()
     };
-    assert!(none.validate().unwrap_err().starts_with("tls.listen:"));
+    assert!(none.validate(&[]).unwrap_err().starts_with("tls.listen:"));
     assert!(config(vec![])
-        .validate()
+        .validate(&[])
         .unwrap_err()
         .starts_with("tls.certificate:"));
     std::fs::remove_dir_all(&dir).ok();
@@ -255,8 +255,8 @@ fn wire_serves_a_socket_and_reload_changes_new_handshakes_only() {
     let ca = Ca::new();
     let first = ca.leaf(&dir, "a", &["a.test"], false);
     let cfg = config(vec![entry(&dir, "a", &["a.test"])]);
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let tls = Tls::new(listener, &cfg).unwrap();
+
+    let tls = Tls::new(&cfg, &[]).unwrap();
     let talk = |tls: &Tls| {
         let (ours, theirs) = UnixStream::pair().unwrap();
         let client_cfg = ca.client(&[&rustls::version::TLS13]);
@@ -300,12 +300,54 @@ fn wire_serves_a_socket_and_reload_changes_new_handshakes_only() {
     assert_eq!(cert, first);
     // A new certificate for new handshakes; a broken one keeps the old.
     let second = ca.leaf(&dir, "a", &["a.test"], false);
-    tls.reload(&cfg).unwrap();
+    tls.reload(&cfg, &[]).unwrap();
     assert_eq!(talk(&tls).1, second);
     std::fs::write(dir.join("a.pem"), "garbage").unwrap();
-    assert!(tls.reload(&cfg).is_err());
+    assert!(tls.reload(&cfg, &[]).is_err());
     assert_eq!(talk(&tls).1, second);
     std::fs::remove_dir_all(&dir).ok();
 }
 
 use rustix::fd::AsFd;
+
+#[test]
+fn site_certificates_join_sni_and_their_errors_name_the_site() {
+    let dir = tempdir("sites");
+    let ca = Ca::new();
+    let a = ca.leaf(&dir, "a", &["a.test", "z.test"], false);
+    let s = ca.leaf(&dir, "s", &["s.test", "x.s.test"], false);
+    let tls = config(vec![entry(&dir, "a", &["a.test"])]);
+    let sites = [(
+        "site s.test".to_string(),
+        entry(&dir, "s", &["s.test", "*.s.test"]),
+    )];
+    for (name, want) in [
+        ("s.test", &s),
+        ("x.s.test", &s),
+        ("a.test", &a),
+        ("z.test", &a),
+    ] {
+        let sni = ServerName::try_from(name.to_string()).unwrap();
+        let mut client =
+            rustls::ClientConnection::new(ca.client(&[&rustls::version::TLS13]), sni).unwrap();
+        let mut server = TlsConn::new(tls.server_config(&sites).unwrap(), 1000).unwrap();
+        pump(&mut client, &mut server);
+        let got = client.peer_certificates().unwrap()[0].as_ref().to_vec();
+        assert_eq!(&got, want, "{name}");
+    }
+    // Only site certificates: the first is the default.
+    assert!(config(vec![]).validate(&sites).is_ok());
+    let bad = [(
+        "site s.test".to_string(),
+        entry(&dir, "nothere", &["s.test"]),
+    )];
+    let e = tls.validate(&bad).unwrap_err();
+    assert!(e.starts_with("site s.test: cert "), "{e}");
+    let off = TlsConfig::default();
+    let e = off.validate(&sites).unwrap_err();
+    assert!(
+        e.starts_with("site s.test: tls_cert: needs [tls] listen"),
+        "{e}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

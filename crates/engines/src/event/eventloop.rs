@@ -7,7 +7,7 @@
 
 use super::{Mailbox, Registry};
 use crate::blocking_pool::BlockingPool;
-use crate::limits::Accepted;
+use crate::listeners::{Listeners, Taken};
 use crate::session::{Session, Stop, ThreadCtx};
 use crate::shared::Shared;
 use crate::wire;
@@ -22,7 +22,6 @@ use rustix::event::epoll::{self, EventData, EventFlags, EventVec};
 use rustix::fd::{AsFd, AsRawFd, OwnedFd};
 use rustix::io::Errno;
 use slab::Slab;
-use std::net::TcpListener;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use upstreams::{recv, Exchanges, Upstreams, UPSTREAM};
@@ -31,10 +30,9 @@ mod handoff;
 mod proxied;
 mod upstreams;
 
-const LISTENER: u64 = u64::MAX;
-const WAKER: u64 = u64::MAX - 1;
-/// The HTTPS listener (`[tls]`).
-const TLS_LISTENER: u64 = u64::MAX - 2;
+const WAKER: u64 = u64::MAX;
+/// The listeners' tokens count down from here (`Listeners::token`).
+const LISTENERS: u64 = u64::MAX - 1;
 /// epoll_wait timeout: the timer sweep's granularity.
 const TICK_MS: i32 = 100;
 /// How long a closing connection is drained after shutdown(SHUT_WR) so the client reads
@@ -45,7 +43,7 @@ const KEPT_READ: usize = 16 * 1024;
 
 pub(super) struct Connection {
     fd: OwnedFd,
-    /// TLS state between the socket and the session (HTTPS listener), None for plain HTTP.
+    /// TLS state between the socket and the session (HTTPS listeners), None for plain HTTP.
     tls: wire::Tls,
     session: Session,
     pending: Batch,
@@ -62,7 +60,7 @@ pub(super) struct EventLoop {
     mailbox: Arc<Mailbox>,
     registry: Arc<Registry>,
     epoll: OwnedFd,
-    listener: Arc<TcpListener>,
+    listeners: Listeners,
     waker: Arc<OwnedFd>,
     shared: Arc<Shared>,
     conns: Slab<Connection>,
@@ -70,7 +68,7 @@ pub(super) struct EventLoop {
     batch: Batch,
     w: ThreadCtx,
     accepting: bool,
-    /// The listener is in this loop's epoll set.
+    /// The listeners are in this loop's epoll set.
     listening: bool,
     /// The engine's connection cap, count and accept back-off, shared by its loops.
     limits: Arc<super::Limits>,
@@ -83,27 +81,15 @@ pub(super) struct EventLoop {
 impl EventLoop {
     pub(super) fn new(
         id: usize,
-        listener: Arc<TcpListener>,
+        listeners: Listeners,
         shared: Arc<Shared>,
         registry: Arc<Registry>,
         dynamic: Arc<BlockingPool<Dynamic>>,
         limits: Arc<super::Limits>,
     ) -> std::io::Result<EventLoop> {
         let epoll = epoll::create(epoll::CreateFlags::CLOEXEC)?;
-        epoll::add(
-            &epoll,
-            listener.as_fd(),
-            EventData::new_u64(LISTENER),
-            EventFlags::IN | EventFlags::EXCLUSIVE,
-        )?;
-        if let Some(tls) = &shared.tls {
-            epoll::add(
-                &epoll,
-                tls.listener.as_fd(),
-                EventData::new_u64(TLS_LISTENER),
-                EventFlags::IN | EventFlags::EXCLUSIVE,
-            )?;
-        }
+        let flags = EventFlags::IN | EventFlags::EXCLUSIVE;
+        listeners.watch(&epoll, LISTENERS, flags, true)?;
         let waker = Arc::new(rustix::event::eventfd(
             0,
             rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
@@ -121,7 +107,7 @@ impl EventLoop {
         Ok(EventLoop {
             id,
             epoll,
-            listener,
+            listeners,
             waker,
             shared,
             conns: Slab::new(),
@@ -166,7 +152,8 @@ impl EventLoop {
             // pool before this batch's new requests look for one (fewer connects).
             for ev in events.iter() {
                 match ev.data.u64() {
-                    LISTENER | WAKER | TLS_LISTENER => {}
+                    WAKER => {}
+                    t if self.listeners.index(LISTENERS, t).is_some() => {}
                     t if t & UPSTREAM != 0 => {
                         self.upstream_ready((t & !UPSTREAM) as usize, ev.flags, &svc)
                     }
@@ -174,9 +161,11 @@ impl EventLoop {
                 }
             }
             for ev in events.iter() {
+                if let Some(i) = self.listeners.index(LISTENERS, ev.data.u64()) {
+                    self.accept(i, &svc);
+                    continue;
+                }
                 match ev.data.u64() {
-                    LISTENER => self.accept(&svc, false),
-                    TLS_LISTENER => self.accept(&svc, true),
                     WAKER => {
                         let mut b = [0u8; 8];
                         let _ = rustix::io::read(self.waker.as_fd(), &mut b);
@@ -226,39 +215,29 @@ impl EventLoop {
         tracing::debug!(worker = self.id, "event loop stopped");
     }
 
-    fn accept(&mut self, svc: &Service, https: bool) {
+    /// Accept from listener `i`.
+    fn accept(&mut self, i: usize, svc: &Service) {
         if !self.accepting {
             return;
         }
-        let shared = self.shared.clone();
-        let (listener, tls) = match (https, &shared.tls) {
-            (true, Some(tls)) => (&tls.listener, Some(tls)),
-            _ => (&*self.listener, None),
-        };
         for _ in 0..64 {
             if self.limits.open.load(Ordering::Relaxed) >= self.limits.cap {
                 // At the connection cap: the rest waits in the backlog (`sweep` makes room).
                 return self.listen(false);
             }
-            let (fd, peer) = match self
-                .limits
-                .acceptor
-                .accept(listener, true, self.shared.counters)
+            let now = self.w.now_ms;
+            let new = match self
+                .listeners
+                .accept(i, &self.limits.acceptor, &self.shared, now)
             {
-                Accepted::Conn(fd, peer) => (fd, peer),
-                Accepted::Empty => return,
+                Taken::Conn(new) => new,
+                Taken::Empty => return,
+                Taken::Dropped => continue,
                 // Out of descriptors: stop listening until the pause is over (a
                 // level-triggered listener would wake this loop in a spin).
-                Accepted::Paused => return self.listen(false),
+                Taken::Paused => return self.listen(false),
             };
-            let tls = match tls.map(|t| t.accept(self.w.now_ms)) {
-                None => None,
-                Some(Ok(t)) => Some(Box::new(t)),
-                Some(Err(e)) => {
-                    gearshift_core::error_limited!("{e}");
-                    continue;
-                }
-            };
+            let (fd, peer, tls) = (new.fd, new.peer, new.tls);
             let _ = rustix::net::sockopt::set_tcp_nodelay(&fd, true);
             let entry = self.conns.vacant_entry();
             let token = entry.key() as u64;
@@ -275,6 +254,7 @@ impl EventLoop {
             self.shared.counters.connection();
             self.limits.open.fetch_add(1, Ordering::Relaxed);
             let mut session = Session::new(svc, peer, self.w.now_ms);
+            session.listener = new.listener;
             session.proxy_in_loop = true;
             if tls.is_none() {
                 session.redirect_https = self.shared.redirect_https;
@@ -291,24 +271,17 @@ impl EventLoop {
         }
     }
 
-    /// Put the listener in this loop's epoll set or take it out.
+    /// Put the listeners in this loop's epoll set or take them out.
     fn listen(&mut self, on: bool) {
         if on == self.listening {
             return;
         }
-        let tls = self.shared.tls.clone();
-        let https = tls.as_ref().map(|t| (t.listener.as_fd(), TLS_LISTENER));
-        let mut done = Ok(());
-        for (fd, token) in [(self.listener.as_fd(), LISTENER)].into_iter().chain(https) {
-            let r = if on {
-                let flags = EventFlags::IN | EventFlags::EXCLUSIVE;
-                epoll::add(&self.epoll, fd, EventData::new_u64(token), flags)
-            } else {
-                epoll::delete(&self.epoll, fd)
-            };
-            done = done.and(r);
-        }
-        if done.is_ok() {
+        let flags = EventFlags::IN | EventFlags::EXCLUSIVE;
+        if self
+            .listeners
+            .watch(&self.epoll, LISTENERS, flags, on)
+            .is_ok()
+        {
             self.listening = on;
         }
     }
@@ -551,7 +524,7 @@ impl EventLoop {
         self.dynamic.expire(&mut self.w);
         let now = self.w.now_ms;
         let at_cap = self.limits.open.load(Ordering::Relaxed) >= self.limits.cap;
-        let pressure = at_cap && listener_readable(&self.listener);
+        let pressure = at_cap && self.listeners.backlog_waiting();
         let mut expired = Vec::new();
         let mut closest: Vec<(u64, usize)> = Vec::new();
         for (k, c) in self.conns.iter() {
@@ -580,9 +553,7 @@ impl EventLoop {
         // to their deadlines, make room.
         let mut evicted = Vec::new();
         if pressure && expired.len() < 64 {
-            let queued = gearshift_core::metrics::procfs::accept_queue(&*self.listener)
-                .map_or(1, |(len, _)| len as usize)
-                .clamp(1, 64);
+            let queued = self.listeners.accept_queue().unwrap_or(1).clamp(1, 64);
             let n = queued.saturating_sub(expired.len()).min(closest.len());
             if n > 0 {
                 closest.select_nth_unstable(n - 1);
@@ -631,10 +602,4 @@ impl Connection {
     pub(super) fn output_waiting(&self) -> bool {
         !self.pending.is_empty() || wire::tls_waiting(&self.tls)
     }
-}
-
-fn listener_readable(listener: &TcpListener) -> bool {
-    use rustix::event::{poll, PollFd, PollFlags};
-    let mut fds = [PollFd::new(listener, PollFlags::IN)];
-    matches!(poll(&mut fds, 0), Ok(n) if n > 0)
 }

@@ -1,6 +1,7 @@
 //! The event-loop engine (nginx-like): N worker threads, each with its own epoll instance,
-//! all accepting from one shared listener registered with EPOLLEXCLUSIVE (one listener
-//! means a port in use is detected at bind and nothing is reset when workers change).
+//! all accepting from the shared listeners registered with EPOLLEXCLUSIVE (one socket per
+//! address means a port in use is detected at bind and nothing is reset when workers
+//! change).
 //! Connections are edge-triggered for read and write; a short read means the socket is
 //! drained, so a keep-alive request costs one read and one sendmsg, and epoll_wait is
 //! amortised over every ready connection. Idle connections hold no buffers.
@@ -13,10 +14,10 @@
 mod eventloop;
 
 use crate::config::DynamicConfig;
+use crate::Listeners;
 use crate::{Host, Shared};
 use eventloop::{Connection, Dynamic, EventLoop};
 use gearshift_core::knobs::Spec;
-use std::net::TcpListener;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -61,12 +62,11 @@ impl super::Engine for EventEngine {
 
     fn run(
         self: Box<Self>,
-        listener: TcpListener,
+        listeners: Listeners,
         shared: Arc<Shared>,
         host: &dyn Host,
     ) -> std::io::Result<()> {
-        listener.set_nonblocking(true)?;
-        let listener = Arc::new(listener);
+        listeners.set_nonblocking()?;
         let registry = Arc::new(Registry::new(MAX_WORKERS));
         let stats = registry.clone();
         shared.set_engine("event", Box::new(move || stats.stats()));
@@ -95,7 +95,7 @@ impl super::Engine for EventEngine {
             crate::limits::nofile(),
         );
         let loops = Loops {
-            listener,
+            listeners,
             shared: shared.clone(),
             registry: registry.clone(),
             dynamic: dynamic.clone(),
@@ -136,7 +136,7 @@ impl super::Engine for EventEngine {
 
 /// What a new loop is started with.
 struct Loops {
-    listener: Arc<TcpListener>,
+    listeners: Listeners,
     shared: Arc<Shared>,
     registry: Arc<Registry>,
     dynamic: Arc<crate::blocking_pool::BlockingPool<Dynamic>>,
@@ -147,7 +147,7 @@ impl Loops {
     fn spawn(&self, id: usize) -> std::io::Result<JoinHandle<()>> {
         let mut w = EventLoop::new(
             id,
-            self.listener.clone(),
+            self.listeners.clone(),
             self.shared.clone(),
             self.registry.clone(),
             self.dynamic.clone(),

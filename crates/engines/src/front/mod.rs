@@ -16,7 +16,8 @@
 //! The stage runs no thread of its own: an engine calls `turn` from its acceptor thread
 //! (threads, pool), its master's loop (fork, prefork) or its listener thread (worker).
 
-use crate::limits::{Accepted, Acceptor};
+use crate::limits::Acceptor;
+use crate::listeners::{Listeners, Taken};
 use crate::shared::Shared;
 use gearshift_core::metrics::Slow;
 use gearshift_handlers::Service;
@@ -25,19 +26,18 @@ use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::io::Errno;
 use slab::Slab;
 use std::collections::VecDeque;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 
 mod returns;
 mod rules;
 
 pub use returns::{spawn_stage, Returns, LINGER_MS, PROCESS_LINGER_MS};
-use rules::{counted, deadline, head_complete, listener_readable};
+use rules::{counted, deadline, head_complete};
 pub use rules::{ready, BODY_BUFFER};
 
-const LISTENER: u64 = u64::MAX;
-/// The HTTPS listener (`Shared::tls`), watched beside the plain one.
-const TLS_LISTENER: u64 = u64::MAX - 1;
+/// The listeners' tokens count down from here (`Listeners::token`).
+const LISTENERS: u64 = u64::MAX;
 /// Tokens at or above this are the caller's own descriptors (`watch`).
 const EXTRA: u64 = 1 << 62;
 /// Most input kept for one connection (a head, a small body, pipelined requests).
@@ -62,8 +62,10 @@ pub struct Handoff {
     pub since_ms: u64,
     /// When the current head's first byte arrived, if it has begun.
     pub head_ms: Option<u64>,
-    /// TLS state (connections from the HTTPS listener), between the socket and the input.
+    /// TLS state (connections from HTTPS listeners), between the socket and the input.
     pub tls: crate::wire::Tls,
+    /// The number of the listener it came in on (`Session::listener`).
+    pub listener: u8,
 }
 
 struct Pending {
@@ -95,14 +97,12 @@ pub struct Front {
     buf: Vec<u8>,
     last_sweep_ms: u64,
     events: EventVec,
-    /// The HTTPS side, taken from `Shared` at the first turn.
-    tls: Option<std::sync::Arc<gearshift_core::tls::Tls>>,
 }
 
 impl Front {
-    /// A stage accepting from `listener` (shared with other processes' stages: `exclusive`,
-    /// so one connection wakes one), holding at most `cap` connections.
-    pub fn new(listener: &TcpListener, cap: usize, exclusive: bool) -> std::io::Result<Front> {
+    /// A stage accepting from `listeners` (shared with other processes' stages:
+    /// `exclusive`, so one connection wakes one), holding at most `cap` connections.
+    pub fn new(listeners: &Listeners, cap: usize, exclusive: bool) -> std::io::Result<Front> {
         let epoll = epoll::create(epoll::CreateFlags::CLOEXEC)?;
         let mut f = Front {
             epoll,
@@ -119,9 +119,8 @@ impl Front {
             buf: vec![0; 16 * 1024],
             last_sweep_ms: 0,
             events: EventVec::with_capacity(256),
-            tls: None,
         };
-        f.listen(listener, true);
+        f.listen(listeners, true);
         Ok(f)
     }
 
@@ -190,19 +189,12 @@ impl Front {
     /// connections it can hand on), accept and read what came, check deadlines. Returns the tokens of the caller's descriptors that became readable.
     pub fn turn(
         &mut self,
-        listener: &TcpListener,
+        listeners: &Listeners,
         timeout_ms: i32,
         shared: &Shared,
         svc: &Service,
     ) -> Vec<u64> {
         let mut extra = Vec::new();
-        if self.tls.is_none() && shared.tls.is_some() {
-            self.tls = shared.tls.clone();
-            if self.listening {
-                self.listening = false;
-                self.listen(listener, true);
-            }
-        }
         let timeout = timeout_ms;
         let mut events = std::mem::replace(&mut self.events, EventVec::with_capacity(0));
         if let Err(e) = epoll::wait(&self.epoll, &mut events, timeout) {
@@ -212,14 +204,11 @@ impl Front {
         }
         let now = shared.now_ms();
         for ev in events.iter() {
+            if let Some(i) = listeners.index(LISTENERS, ev.data.u64()) {
+                self.accept(listeners, i, shared, svc, now);
+                continue;
+            }
             match ev.data.u64() {
-                LISTENER => self.accept(listener, None, shared, svc, now),
-                TLS_LISTENER => {
-                    let tls = self.tls.clone();
-                    if let Some(t) = &tls {
-                        self.accept(&t.listener, Some(t), shared, svc, now);
-                    }
-                }
                 t if t >= EXTRA => extra.push(t - EXTRA),
                 k => self.read(k as usize, svc, now),
             }
@@ -227,7 +216,7 @@ impl Front {
         self.events = events;
         if now >= self.last_sweep_ms + SWEEP_MS || self.held() >= self.cap {
             self.last_sweep_ms = now;
-            self.sweep(listener, shared, svc, now);
+            self.sweep(listeners, shared, svc, now);
         }
         // Accept again once there is room (and the back-off is over).
         let room = self.may_accept
@@ -235,7 +224,7 @@ impl Front {
             && self.acceptor.paused_for_ms() == 0
             && !shared.life.is_draining();
         if room != self.listening {
-            self.listen(listener, room);
+            self.listen(listeners, room);
         }
         extra
     }
@@ -254,7 +243,7 @@ impl Front {
 
     /// A connection a worker handed back (waiting for its next request).
     pub fn adopt(&mut self, h: Handoff, svc: &Service, now: u64) {
-        if ready(&h.input, svc) {
+        if ready(&h.input, h.listener, svc) {
             self.ready.push_back(h);
             return;
         }
@@ -276,34 +265,21 @@ impl Front {
         Some(key)
     }
 
-    fn listen(&mut self, listener: &TcpListener, on: bool) {
-        let https = self
-            .tls
-            .as_ref()
-            .map(|t| (t.listener.as_fd(), TLS_LISTENER));
-        let mut done = Ok(());
-        for (fd, token) in [(listener.as_fd(), LISTENER)].into_iter().chain(https) {
-            let r = if on {
-                let mut flags = EventFlags::IN;
-                if self.exclusive {
-                    flags |= EventFlags::EXCLUSIVE;
-                }
-                epoll::add(&self.epoll, fd, EventData::new_u64(token), flags)
-            } else {
-                epoll::delete(&self.epoll, fd)
-            };
-            // Already there (re-listening once TLS was learned) is fine.
-            done = done.and(r.or_else(|e| if e == Errno::EXIST { Ok(()) } else { Err(e) }));
+    fn listen(&mut self, listeners: &Listeners, on: bool) {
+        let mut flags = EventFlags::IN;
+        if self.exclusive {
+            flags |= EventFlags::EXCLUSIVE;
         }
-        if done.is_ok() {
+        if listeners.watch(&self.epoll, LISTENERS, flags, on).is_ok() {
             self.listening = on;
         }
     }
 
+    /// Accept from listener `i`.
     fn accept(
         &mut self,
-        listener: &TcpListener,
-        https: Option<&std::sync::Arc<gearshift_core::tls::Tls>>,
+        listeners: &Listeners,
+        i: usize,
         shared: &Shared,
         svc: &Service,
         now: u64,
@@ -312,36 +288,30 @@ impl Front {
             if self.held() >= self.cap || shared.life.is_draining() {
                 return;
             }
-            match self.acceptor.accept(listener, true, shared.counters) {
-                Accepted::Conn(fd, peer) => {
-                    let tls = match https.map(|t| t.accept(now)) {
-                        None => None,
-                        Some(Ok(t)) => Some(Box::new(t)),
-                        Some(Err(e)) => {
-                            gearshift_core::error_limited!("{e}");
-                            continue;
-                        }
-                    };
+            match listeners.accept(i, &self.acceptor, shared, now) {
+                Taken::Conn(new) => {
                     self.accepted += 1;
-                    let _ = rustix::net::sockopt::set_tcp_nodelay(&fd, true);
+                    let _ = rustix::net::sockopt::set_tcp_nodelay(&new.fd, true);
                     shared.counters.connection();
                     let h = Handoff {
-                        fd,
-                        peer,
+                        fd: new.fd,
+                        peer: new.peer,
                         input: Vec::new(),
                         requests: 0,
                         since_ms: now,
                         head_ms: None,
-                        tls,
+                        tls: new.tls,
+                        listener: new.listener,
                     };
                     // With TCP_DEFER_ACCEPT the request is usually there already.
                     if let Some(k) = self.hold(h, now) {
                         self.read(k, svc, now);
                     }
                 }
-                Accepted::Empty => return,
-                Accepted::Paused => {
-                    self.listen(listener, false);
+                Taken::Empty => return,
+                Taken::Dropped => continue,
+                Taken::Paused => {
+                    self.listen(listeners, false);
                     return;
                 }
             }
@@ -359,7 +329,7 @@ impl Front {
             }
             match crate::wire::recv(p.h.fd.as_fd(), &mut p.h.tls, &mut self.buf) {
                 // The client is done sending: answer what it sent, if it is a request.
-                Ok(0) if ready(&p.h.input, svc) => break,
+                Ok(0) if ready(&p.h.input, p.h.listener, svc) => break,
                 Ok(0) => return self.close(k),
                 Ok(n) => {
                     if p.h.head_ms.is_none() {
@@ -376,7 +346,7 @@ impl Front {
                 Err(_) => return self.close(k),
             }
         }
-        if ready(&p.h.input, svc) || p.h.input.len() >= MAX_INPUT {
+        if ready(&p.h.input, p.h.listener, svc) || p.h.input.len() >= MAX_INPUT {
             let p = self.pending.remove(k);
             let _ = epoll::delete(&self.epoll, &p.h.fd);
             self.ready.push_back(p.h);
@@ -392,9 +362,9 @@ impl Front {
     }
 
     /// Close connections past their deadlines; under pressure with fewer.
-    fn sweep(&mut self, listener: &TcpListener, shared: &Shared, svc: &Service, now: u64) {
+    fn sweep(&mut self, listeners: &Listeners, shared: &Shared, svc: &Service, now: u64) {
         let at_cap = self.held() >= self.cap;
-        let queueing = at_cap && listener_readable(listener);
+        let queueing = at_cap && listeners.backlog_waiting();
         let pressure = !self.ready.is_empty() || queueing;
         let mut t = svc.timeouts;
         if let Some(k) = self.keepalive_ms {
@@ -419,9 +389,7 @@ impl Front {
         // closest to their deadlines, make room, so a client that sends its request at once
         // is not left in the backlog behind connections that send nothing.
         if queueing && due.len() < MAX_EVICT {
-            let queued = gearshift_core::metrics::procfs::accept_queue(listener)
-                .map_or(1, |(len, _)| len as usize)
-                .clamp(1, MAX_EVICT);
+            let queued = listeners.accept_queue().unwrap_or(1).clamp(1, MAX_EVICT);
             let room = queued.saturating_sub(due.len());
             if room > 0 && !closest.is_empty() {
                 let n = room.min(closest.len());

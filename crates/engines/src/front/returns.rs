@@ -3,8 +3,8 @@
 //! one (threads, pool).
 
 use super::{Front, Handoff};
+use crate::listeners::Listeners;
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::net::TcpListener;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -60,17 +60,17 @@ impl Returns {
 /// pointers), returning the start-up error, if any, to the caller.
 pub fn spawn_stage(
     name: &str,
-    listener: TcpListener,
+    listeners: Listeners,
     cap: usize,
-    body: impl FnOnce(Front, TcpListener) + Send + 'static,
+    body: impl FnOnce(Front, Listeners) + Send + 'static,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
     let handle = std::thread::Builder::new()
         .name(name.into())
-        .spawn(move || match Front::new(&listener, cap, false) {
+        .spawn(move || match Front::new(&listeners, cap, false) {
             Ok(front) => {
                 let _ = tx.send(Ok(()));
-                body(front, listener);
+                body(front, listeners);
             }
             Err(e) => {
                 let _ = tx.send(Err(e));

@@ -7,7 +7,6 @@ use gearshift_core::metrics::Slow;
 use gearshift_handlers::Service;
 use gearshift_http::parse::parse_head;
 use gearshift_http::Framing;
-use std::net::TcpListener;
 
 /// Static request bodies up to this size are read here with their head; larger ones (and
 /// chunked ones) by the worker, at the minimum rate. nginx reads bodies into a 16 KiB
@@ -62,34 +61,30 @@ pub(super) fn counted(why: Slow, p: &Pending, pressure: bool) -> Option<Slow> {
 /// buffering off), a head asking for `100 Continue`, a head with a body too large or
 /// chunked to wait for here, a small body complete (for a static file, or for a handler
 /// that buffers bodies: a slow POST then holds no worker), or input that cannot be a
-/// request (the worker answers the error).
-pub fn ready(input: &[u8], svc: &Service) -> bool {
+/// request (the worker answers the error). `listener`: the connection's (`Handoff::listener`), which may decide its site.
+pub fn ready(input: &[u8], listener: u8, svc: &Service) -> bool {
     if input.is_empty() {
         return false;
     }
-    match parse_head(input, &svc.limits) {
-        Err(_) => true,
-        Ok(None) => false,
-        Ok(Some(head)) => match head.framing {
-            Framing::None => true,
-            _ if head.expect_continue => true,
-            // A dynamic request whose handler does not buffer bodies streams it.
-            _ if svc.is_dynamic(&head) && svc.request_buffer(&head).is_none() => true,
-            // A small body (static, or for a handler that buffers) is read here first.
-            Framing::Length(n) if n <= BODY_BUFFER as u64 => {
-                input.len() as u64 >= head.head_len as u64 + n
-            }
-            _ => true,
-        },
+    let mut head = match parse_head(input, &svc.limits) {
+        Err(_) => return true,
+        Ok(None) => return false,
+        Ok(Some(head)) => head,
+    };
+    head.listener = listener;
+    match head.framing {
+        Framing::None => true,
+        _ if head.expect_continue => true,
+        // A dynamic request whose handler does not buffer bodies streams it.
+        _ if svc.is_dynamic(&head) && svc.request_buffer(&head).is_none() => true,
+        // A small body (static, or for a handler that buffers) is read here first.
+        Framing::Length(n) if n <= BODY_BUFFER as u64 => {
+            input.len() as u64 >= head.head_len as u64 + n
+        }
+        _ => true,
     }
 }
 
 pub(super) fn head_complete(input: &[u8], svc: &Service) -> bool {
     matches!(parse_head(input, &svc.limits), Ok(Some(_)))
-}
-
-pub(super) fn listener_readable(listener: &TcpListener) -> bool {
-    use rustix::event::{poll, PollFd, PollFlags};
-    let mut fds = [PollFd::new(listener, PollFlags::IN)];
-    matches!(poll(&mut fds, 0), Ok(n) if n > 0)
 }

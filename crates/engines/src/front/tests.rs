@@ -14,6 +14,7 @@ fn pending(requests: u64, since: u64, head: Option<u64>, input: &[u8]) -> Pendin
             since_ms: since,
             head_ms: head,
             tls: None,
+            listener: 0,
         },
         progress_ms: since,
         head_done_ms: None,
@@ -23,25 +24,25 @@ fn pending(requests: u64, since: u64, head: Option<u64>, input: &[u8]) -> Pendin
 #[test]
 fn a_request_is_ready_once_a_worker_need_not_wait_for_the_client() {
     let svc = Service::with_defaults(&std::env::temp_dir()).unwrap();
-    assert!(!ready(b"", &svc));
+    assert!(!ready(b"", 0, &svc));
     assert!(
-        !ready(b"GET / HTTP/1.1\r\nHost: a\r\n", &svc),
+        !ready(b"GET / HTTP/1.1\r\nHost: a\r\n", 0, &svc),
         "half a head"
     );
-    assert!(ready(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n", &svc));
+    assert!(ready(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n", 0, &svc));
     // A small static body is waited for here; a large or chunked one is not.
     let post = b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\n";
-    assert!(!ready(post, &svc));
-    assert!(ready(&[&post[..], b"hello"].concat(), &svc));
+    assert!(!ready(post, 0, &svc));
+    assert!(ready(&[&post[..], b"hello"].concat(), 0, &svc));
     let large = b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 9999999\r\n\r\n";
-    assert!(ready(large, &svc));
+    assert!(ready(large, 0, &svc));
     let chunked = b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n";
-    assert!(ready(chunked, &svc));
+    assert!(ready(chunked, 0, &svc));
     // The client waits for 100 Continue before its body: the worker sends it.
     let cont = b"POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n";
-    assert!(ready(cont, &svc));
+    assert!(ready(cont, 0, &svc));
     // Not HTTP: the worker answers the error.
-    assert!(ready(b"\x16\x03\x01 hello\r\n\r\n", &svc));
+    assert!(ready(b"\x16\x03\x01 hello\r\n\r\n", 0, &svc));
 }
 
 #[test]

@@ -6,7 +6,6 @@ use super::{DynamicRequest, Seen, Session, Stop, ThreadCtx};
 use gearshift_core::output::Batch;
 use gearshift_handlers::stream::spool::BodySpool;
 use gearshift_handlers::Service;
-use gearshift_http::parse::parse_head;
 use gearshift_http::{Event, Framing};
 
 /// Most requests `frame` collects before handing them on, so one pipelining client cannot
@@ -95,7 +94,10 @@ impl Session {
                 return (pos, Stop::OutputFull);
             }
             self.mark_head_start(input, pos, read_us);
-            let (n, ev) = self.http.poll(&input[pos..], now_ms);
+            let (n, mut ev) = self.http.poll(&input[pos..], now_ms);
+            if let Event::Head(h) = &mut ev {
+                h.listener = self.listener;
+            }
             pos += n;
             match ev {
                 Event::NeedMore => return (pos, Stop::NeedInput),
@@ -172,8 +174,8 @@ impl Session {
                 Frame::Continue => out.push_bytes(gearshift_http::response::CONTINUE),
                 Frame::Error(status) => self.fail(status, w, out),
                 Frame::Request { start, end, seen } => {
-                    match parse_head(&framed.heads[start..end], &svc.limits) {
-                        Ok(Some(head)) => self.answer(&head, seen, svc, w, out),
+                    match self.parse_head(&framed.heads[start..end], svc) {
+                        Some(head) => self.answer(&head, seen, svc, w, out),
                         // Only if a reload tightened the limits in between (as in `process`).
                         _ => self.fail(400, w, out),
                     }

@@ -57,6 +57,9 @@ pub struct Session {
     /// `tls.redirect_http` on the plain listener: every request is answered with a 301 to
     /// HTTPS on this port.
     pub redirect_https: Option<u16>,
+    /// The number of the listener the connection came in on, given to every head it reads
+    /// (`RequestHead::listener`: sites restricted to some listeners look at it).
+    pub listener: u8,
 }
 
 /// What the start of a connection gave when a PROXY protocol header is due.
@@ -148,7 +151,15 @@ impl Session {
             proxy_in_loop: false,
             proxy_header_due: svc.proxy_protocol,
             redirect_https: None,
+            listener: 0,
         }
+    }
+
+    /// Parse a head kept as bytes again, as read on this connection's listener.
+    pub fn parse_head<'b>(&self, bytes: &'b [u8], svc: &Service) -> Option<RequestHead<'b>> {
+        let mut head = parse_head(bytes, &svc.limits).ok()??;
+        head.listener = self.listener;
+        Some(head)
     }
 
     /// Read the PROXY protocol header that starts the connection, if one is due: the
@@ -217,7 +228,10 @@ impl Session {
                 return (pos, Stop::OutputFull);
             }
             self.mark_head_start(input, pos, read_us);
-            let (n, ev) = self.http.poll(&input[pos..], w.now_ms);
+            let (n, mut ev) = self.http.poll(&input[pos..], w.now_ms);
+            if let Event::Head(h) = &mut ev {
+                h.listener = self.listener;
+            }
             pos += n;
             match ev {
                 Event::NeedMore => return (pos, Stop::NeedInput),
@@ -266,7 +280,7 @@ impl Session {
                 Event::Head(head) => self.answer(&head, self.current(), svc, w, out),
                 Event::BodyEnd => {
                     let bytes = self.deferred.take().unwrap_or_default();
-                    if let Ok(Some(head)) = parse_head(&bytes, &svc.limits) {
+                    if let Some(head) = self.parse_head(&bytes, svc) {
                         self.answer(&head, self.current(), svc, w, out);
                     } else {
                         // Unreachable unless a reload tightened the limits in between.

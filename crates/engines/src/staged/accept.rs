@@ -1,4 +1,4 @@
-//! Accept stage: threads that take new connections off the shared non-blocking listener
+//! Accept stage: threads that take new connections off the shared non-blocking listeners
 //! (non-blocking sockets, TCP_NODELAY), give each its session and hand them to the receive
 //! stage. Room in the receive queue is reserved before accepting, so when receive falls
 //! behind, connections wait in the kernel's accept queue rather than being dropped. Only
@@ -6,11 +6,9 @@
 
 use super::stats::Stage;
 use super::{Conn, Pipeline};
-use crate::limits::Accepted;
+use crate::listeners::{Listeners, Taken};
 use crate::session::Session;
 use crate::shared::Shared;
-use rustix::event::{poll, PollFd, PollFlags};
-use std::net::TcpListener;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -20,7 +18,7 @@ const ACCEPT_BATCH: usize = 64;
 const TICK_MS: i32 = 200;
 
 /// Accept until retired or drained. Returns whether the thread still counted as serving.
-pub(super) fn run(p: &Arc<Pipeline>, listener: &TcpListener, shared: &Shared) -> bool {
+pub(super) fn run(p: &Arc<Pipeline>, listeners: &Listeners, shared: &Shared) -> bool {
     let st = p.stats.stage(Stage::Accept);
     let receive = p.stats.stage(Stage::Receive);
     let mut batch: Vec<Box<Conn>> = Vec::with_capacity(ACCEPT_BATCH);
@@ -40,19 +38,15 @@ pub(super) fn run(p: &Arc<Pipeline>, listener: &TcpListener, shared: &Shared) ->
         // At the connection cap, or out of descriptors: connections wait in the backlog.
         let paused = acceptor.paused_for_ms();
         let at_cap = p.stats.connections.load(Ordering::Relaxed) >= cap_conns;
-        let queueing = at_cap && {
-            let mut fds = [PollFd::new(listener, PollFlags::IN)];
-            matches!(poll(&mut fds, 0), Ok(n) if n > 0)
-        };
+        let queueing = at_cap && listeners.backlog_waiting();
         p.pressure.store(queueing, Ordering::Relaxed);
         if paused > 0 || at_cap {
             std::thread::sleep(std::time::Duration::from_millis(paused.clamp(10, 100)));
             continue;
         }
-        let mut fds = [PollFd::new(listener, PollFlags::IN)];
-        if !matches!(poll(&mut fds, TICK_MS), Ok(n) if n > 0) {
+        let Some(i) = listeners.wait_readable(TICK_MS) else {
             continue;
-        }
+        };
         let t0 = p.stats.now_ns();
         st.enter();
         let cap = receive.queue_cap.load(Ordering::Relaxed).max(1);
@@ -66,14 +60,17 @@ pub(super) fn run(p: &Arc<Pipeline>, listener: &TcpListener, shared: &Shared) ->
         let now_ms = shared.now_ms();
         let now_ns = p.stats.now_ns();
         while batch.len() < room {
-            match acceptor.accept(listener, true, shared.counters) {
-                Accepted::Conn(fd, peer) => {
-                    let _ = rustix::net::sockopt::set_tcp_nodelay(&fd, true);
+            match listeners.accept(i, acceptor, shared, now_ms) {
+                Taken::Conn(new) => {
+                    let _ = rustix::net::sockopt::set_tcp_nodelay(&new.fd, true);
                     shared.counters.connection();
-                    batch.push(Conn::new(fd, Session::new(&svc, peer, now_ms), now_ns));
+                    let mut session = Session::new(&svc, new.peer, now_ms);
+                    session.listener = new.listener;
+                    batch.push(Conn::new(new.fd, session, now_ns));
                 }
+                Taken::Dropped => continue,
                 // Nothing queued, or out of descriptors (the rest stays in the kernel).
-                Accepted::Empty | Accepted::Paused => break,
+                Taken::Empty | Taken::Paused => break,
             }
         }
         let n = batch.len();

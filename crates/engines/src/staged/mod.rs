@@ -40,11 +40,11 @@ pub use stats::{PipelineStats, Snapshot, Stage, StageSnapshot, StageStats};
 
 use crate::config::StagedConfig;
 use crate::session::{Framed, Session};
+use crate::Listeners;
 use crate::{Host, Shared};
 use gearshift_core::output::Batch;
 use queue::{Crew, Gate, Mailbox, WorkQueue};
 use rustix::fd::OwnedFd;
-use std::net::TcpListener;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
@@ -137,7 +137,7 @@ struct Pipeline {
 }
 
 struct Running {
-    listener: Arc<TcpListener>,
+    listeners: Listeners,
     shared: Arc<Shared>,
 }
 
@@ -265,7 +265,7 @@ impl Pipeline {
         let (p, shared) = (self.clone(), run.shared.clone());
         let body: Box<dyn FnOnce() -> bool + Send> = match stage {
             Stage::Accept => {
-                let l = run.listener.clone();
+                let l = run.listeners.clone();
                 Box::new(move || accept::run(&p, &l, &shared))
             }
             Stage::Receive => {
@@ -420,13 +420,13 @@ impl super::Engine for StagedEngine {
 
     fn run(
         self: Box<Self>,
-        listener: TcpListener,
+        listeners: Listeners,
         shared: Arc<Shared>,
         host: &dyn Host,
     ) -> std::io::Result<()> {
-        listener.set_nonblocking(true)?;
+        listeners.set_nonblocking()?;
         let running = Running {
-            listener: Arc::new(listener),
+            listeners,
             shared: shared.clone(),
         };
         if self.p.running.set(running).is_err() {

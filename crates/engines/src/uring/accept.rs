@@ -12,65 +12,86 @@ use crate::session::Session;
 use gearshift_handlers::Service;
 use io_uring::{cqueue, opcode, types};
 use rustix::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 
 impl UringLoop {
     pub(super) fn gate(&self) -> &ConnGate {
         &self.gate
     }
 
-    pub(super) fn listener(&self) -> &TcpListener {
-        &self.listener
-    }
-
-    /// Whether connections wait in the listener's backlog.
+    /// Whether connections wait in a listener's backlog.
     pub(super) fn backlog_waiting(&self) -> bool {
-        use rustix::event::{poll, PollFd, PollFlags};
-        let mut fds = [PollFd::new(&*self.listener, PollFlags::IN)];
-        matches!(poll(&mut fds, 0), Ok(n) if n > 0)
+        self.listeners.backlog_waiting()
     }
 
-    /// Arm the accept: multishot with room to spare below the cap, else one connection at
-    /// a time (a multishot accept takes every queued connection before its cancel lands).
-    pub(super) fn arm_accept(&mut self) {
+    /// Arm or cancel the accepts on the listeners (one each, user data `ACCEPT | i`): armed
+    /// while accepting with the gate open, cancelled once it closes.
+    pub(super) fn arm_accepts(&mut self) {
+        let open = self.gate.open_for_accepts();
+        for i in 0..self.accept_armed.len() {
+            if self.accepting && open && !self.accept_armed[i] {
+                self.arm_accept(i);
+            } else if self.accept_armed[i] && !open && !self.accept_cancelled[i] {
+                self.push(
+                    opcode::AsyncCancel::new(ACCEPT | i as u64)
+                        .build()
+                        .user_data(CANCEL),
+                );
+                self.accept_cancelled[i] = true;
+            }
+        }
+    }
+
+    /// Arm the accept on listener `i`: multishot with room to spare below the cap, else one
+    /// connection at a time (a multishot accept takes every queued connection before its
+    /// cancel lands).
+    fn arm_accept(&mut self, i: usize) {
         let flags = libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
         let multi = self.gate.room() > MULTISHOT_ROOM;
         let (null, nolen) = (std::ptr::null_mut(), std::ptr::null_mut());
+        let fd = self
+            .listeners
+            .iter()
+            .nth(i)
+            .map_or(-1, |l| l.socket.as_raw_fd());
         let e = match (self.listener_fixed, multi) {
-            (true, true) => opcode::AcceptMulti::new(types::Fixed(0))
+            (true, true) => opcode::AcceptMulti::new(types::Fixed(i as u32))
                 .flags(flags)
                 .build(),
-            (false, true) => opcode::AcceptMulti::new(types::Fd(self.listener.as_raw_fd()))
+            (false, true) => opcode::AcceptMulti::new(types::Fd(fd)).flags(flags).build(),
+            (true, false) => opcode::Accept::new(types::Fixed(i as u32), null, nolen)
                 .flags(flags)
                 .build(),
-            (true, false) => opcode::Accept::new(types::Fixed(0), null, nolen)
+            (false, false) => opcode::Accept::new(types::Fd(fd), null, nolen)
                 .flags(flags)
                 .build(),
-            (false, false) => {
-                opcode::Accept::new(types::Fd(self.listener.as_raw_fd()), null, nolen)
-                    .flags(flags)
-                    .build()
-            }
         };
-        self.push(e.user_data(ACCEPT));
-        self.accept_armed = true;
+        self.push(e.user_data(ACCEPT | i as u64));
+        self.accept_armed[i] = true;
     }
 
     /// Stop accepting (a drain or a retiring loop).
     pub(super) fn stop_accepting(&mut self) {
         if self.accepting {
             self.accepting = false;
-            if self.accept_armed {
-                self.push(opcode::AsyncCancel::new(ACCEPT).build().user_data(CANCEL));
+            for i in 0..self.accept_armed.len() {
+                if self.accept_armed[i] {
+                    let cancel = opcode::AsyncCancel::new(ACCEPT | i as u64);
+                    self.push(cancel.build().user_data(CANCEL));
+                }
             }
         }
     }
 
-    pub(super) fn accepted(&mut self, res: i32, flags: u32, svc: &Service) {
+    /// A completion of the accept on listener `i`.
+    pub(super) fn accepted(&mut self, i: usize, res: i32, flags: u32, svc: &Service) {
+        if i >= self.accept_armed.len() {
+            return;
+        }
         if !cqueue::more(flags) {
             // Armed again before the next wait, if accepting and the gate is open.
-            self.accept_armed = false;
-            self.accept_cancelled = false;
+            self.accept_armed[i] = false;
+            self.accept_cancelled[i] = false;
         }
         if res < 0 {
             if !matches!(
@@ -93,7 +114,8 @@ impl UringLoop {
             _ => SocketAddr::from(([0, 0, 0, 0], 0)),
         };
         self.shared.counters.connection();
-        let session = Session::new(svc, peer, self.w.now_ms);
+        let mut session = Session::new(svc, peer, self.w.now_ms);
+        session.listener = i as u8;
         let mut c = Connection::new(fd, session);
         c._slot = Some(self.gate.enter());
         let k = self.conns.insert(c);

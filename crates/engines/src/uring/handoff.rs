@@ -219,9 +219,7 @@ impl UringLoop {
         }
         let mut evicted = Vec::new();
         if pressure && expired.len() < 64 {
-            let queued = gearshift_core::metrics::procfs::accept_queue(self.listener())
-                .map_or(1, |(len, _)| len as usize)
-                .clamp(1, 64);
+            let queued = self.listeners.accept_queue().unwrap_or(1).clamp(1, 64);
             let n = queued.saturating_sub(expired.len()).min(closest.len());
             if n > 0 {
                 closest.select_nth_unstable(n - 1);

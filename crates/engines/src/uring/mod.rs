@@ -16,11 +16,11 @@ mod worker;
 pub use ring::probe;
 
 use crate::config::DynamicConfig;
+use crate::Listeners;
 use crate::{Host, Shared};
 use conn::Connection;
 use gearshift_core::knobs::Spec;
 use handoff::Dynamic;
-use std::net::TcpListener;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use worker::UringLoop;
@@ -57,11 +57,11 @@ impl super::Engine for UringEngine {
 
     fn run(
         self: Box<Self>,
-        listener: TcpListener,
+        listeners: Listeners,
         shared: Arc<Shared>,
         host: &dyn Host,
     ) -> std::io::Result<()> {
-        listener.set_nonblocking(true)?;
+        listeners.set_nonblocking()?;
         let registry = Arc::new(Registry::new(MAX_WORKERS));
         let stats = registry.clone();
         shared.set_engine("uring", Box::new(move || stats.stats()));
@@ -86,7 +86,7 @@ impl super::Engine for UringEngine {
             )),
         );
         let loops = Loops {
-            listener: Arc::new(listener),
+            listeners,
             shared: shared.clone(),
             registry,
             dynamic: dynamic.clone(),
@@ -123,7 +123,7 @@ impl super::Engine for UringEngine {
 
 /// What a new loop is started with.
 struct Loops {
-    listener: Arc<TcpListener>,
+    listeners: Listeners,
     shared: Arc<Shared>,
     registry: Arc<Registry>,
     dynamic: Arc<crate::blocking_pool::BlockingPool<Dynamic>>,
@@ -135,7 +135,7 @@ impl Loops {
     /// Start loop `id`. The ring is created on the loop's own thread: a single-issuer ring
     /// belongs to the thread that creates it. Returns once the loop is set up (or failed).
     fn spawn(&self, id: usize) -> std::io::Result<JoinHandle<()>> {
-        let (listener, shared) = (self.listener.clone(), self.shared.clone());
+        let (listener, shared) = (self.listeners.clone(), self.shared.clone());
         let (registry, dynamic) = (self.registry.clone(), self.dynamic.clone());
         let gate = self.gate.clone();
         let (tx, rx) = std::sync::mpsc::sync_channel(1);

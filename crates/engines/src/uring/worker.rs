@@ -15,13 +15,13 @@ use crate::blocking_pool::BlockingPool;
 use crate::limits::ConnGate;
 use crate::session::{Stop, ThreadCtx};
 use crate::shared::Shared;
+use crate::Listeners;
 use gearshift_core::lifecycle::unix_now;
 use gearshift_core::output::Batch;
 use gearshift_handlers::Service;
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use rustix::fd::{AsRawFd, OwnedFd};
 use slab::Slab;
-use std::net::TcpListener;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -51,15 +51,17 @@ pub(super) struct UringLoop {
     pub(super) mailbox: Arc<Mailbox>,
     pub(super) registry: Arc<Registry>,
     pub(super) shared: Arc<Shared>,
-    pub(super) listener: Arc<TcpListener>,
+    pub(super) listeners: Listeners,
+    /// The listeners are registered files (`Fixed(i)` is listener i).
     pub(super) listener_fixed: bool,
     pub(super) conns: Slab<Connection>,
     pub(super) batch: Batch,
     pub(super) w: ThreadCtx,
     pub(super) accepting: bool,
-    pub(super) accept_armed: bool,
+    /// An accept is armed on listener i.
+    pub(super) accept_armed: Vec<bool>,
     /// A cancel of the armed accept is on its way (the cap was reached or accepting paused).
-    pub(super) accept_cancelled: bool,
+    pub(super) accept_cancelled: Vec<bool>,
     /// The engine's connection cap and accept back-off, shared by its loops.
     pub(super) gate: Arc<ConnGate>,
     pub(super) dynamic: Arc<BlockingPool<Dynamic>>,
@@ -81,7 +83,7 @@ pub(super) struct UringLoop {
 impl UringLoop {
     pub(super) fn new(
         id: usize,
-        listener: Arc<TcpListener>,
+        listeners: Listeners,
         shared: Arc<Shared>,
         registry: Arc<Registry>,
         dynamic: Arc<BlockingPool<Dynamic>>,
@@ -89,12 +91,10 @@ impl UringLoop {
     ) -> std::io::Result<UringLoop> {
         let ring = super::ring::new_ring()?;
         let bufs = BufRing::new(&ring, BUFS, BUF_SIZE, 0)?;
-        // A registered listener spares the accept a descriptor lookup; connections stay
+        // Registered listeners spare the accept a descriptor lookup; connections stay
         // ordinary descriptors (the dynamic exchange and the session use them directly).
-        let listener_fixed = ring
-            .submitter()
-            .register_files(&[listener.as_raw_fd()])
-            .is_ok();
+        let fds: Vec<_> = listeners.iter().map(|l| l.socket.as_raw_fd()).collect();
+        let listener_fixed = ring.submitter().register_files(&fds).is_ok();
         let waker = Arc::new(rustix::event::eventfd(
             0,
             rustix::event::EventfdFlags::CLOEXEC,
@@ -110,14 +110,14 @@ impl UringLoop {
             mailbox,
             registry,
             shared,
-            listener,
+            accept_armed: vec![false; listeners.len()],
+            accept_cancelled: vec![false; listeners.len()],
+            listeners,
             listener_fixed,
             conns: Slab::new(),
             batch: Batch::default(),
             w,
             accepting: true,
-            accept_armed: false,
-            accept_cancelled: false,
             gate,
             dynamic,
             waker,
@@ -141,13 +141,7 @@ impl UringLoop {
         loop {
             // Accept while below the connection cap and not paused; beyond it the kernel
             // keeps the connections in the backlog (the tick looks again within TICK_MS).
-            let open = self.gate.open_for_accepts();
-            if self.accepting && open && !self.accept_armed {
-                self.arm_accept();
-            } else if self.accept_armed && !open && !self.accept_cancelled {
-                self.push(opcode::AsyncCancel::new(ACCEPT).build().user_data(CANCEL));
-                self.accept_cancelled = true;
-            }
+            self.arm_accepts();
             if self.tick_multishot && !self.tick_armed {
                 self.arm_tick();
             }
@@ -178,7 +172,7 @@ impl UringLoop {
                 let (ud, res, flags) = self.cqes[i];
                 let k = (ud & !KIND) as usize;
                 match ud & KIND {
-                    ACCEPT => self.accepted(res, flags, &svc),
+                    ACCEPT => self.accepted(k, res, flags, &svc),
                     RECV => self.received(k, res, flags, &svc),
                     SEND => self.sent(k, res, &svc),
                     WAKE => {

@@ -13,11 +13,11 @@
 use super::listener;
 use crate::blocking::Runner;
 use crate::front::Handoff;
+use crate::listeners::Listeners;
 use crate::scoreboard::{Scoreboard, Slot, State};
 use crate::shared::Shared;
 use rustix::fd::OwnedFd;
 use std::collections::VecDeque;
-use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
@@ -148,7 +148,7 @@ impl Hub {
 /// A child's life: start the workers, run the listener until the child is retired,
 /// reloaded or drained and everything it holds is served, then let the workers go.
 pub fn child_main(
-    listener: &TcpListener,
+    listener: &Listeners,
     shared: &Shared,
     board: &Arc<Scoreboard>,
     i: usize,

@@ -19,9 +19,9 @@
 
 use super::child::{publish, Hub, Job};
 use crate::front::Front;
+use crate::listeners::Listeners;
 use crate::scoreboard::{Header, Scoreboard, Slot, State};
 use crate::shared::Shared;
-use std::net::TcpListener;
 
 /// Token of the hub's eventfd in the stage's epoll set.
 const WAKE: u64 = 0;
@@ -32,7 +32,7 @@ const RETIRE_IDLE_MS: u64 = 1000;
 
 pub struct Listener<'a> {
     front: Front,
-    listener: &'a TcpListener,
+    listener: &'a Listeners,
     hub: &'a Hub,
     shared: &'a Shared,
     slot: &'a Slot,
@@ -44,7 +44,7 @@ pub struct Listener<'a> {
 
 impl<'a> Listener<'a> {
     pub fn new(
-        listener: &'a TcpListener,
+        listener: &'a Listeners,
         hub: &'a Hub,
         shared: &'a Shared,
         board: &'a Scoreboard,

@@ -19,11 +19,11 @@ pub mod sizing;
 use super::fork::process::{self, Children, Exit, Reaper};
 use super::maintenance::Maintenance;
 use super::scoreboard::{Scoreboard, State};
+use crate::listeners::Listeners;
 use crate::{Host, Request, Shared};
 use knobs::WorkerKnobs;
 use rustix::event::{poll, PollFd, PollFlags};
 use sizing::{Census, Plan};
-use std::net::TcpListener;
 use std::sync::Arc;
 
 /// Longest the master sleeps between turns.
@@ -50,7 +50,7 @@ impl super::Engine for WorkerEngine {
 
     fn run(
         self: Box<Self>,
-        listener: TcpListener,
+        listener: Listeners,
         shared: Arc<Shared>,
         host: &dyn Host,
     ) -> std::io::Result<()> {
@@ -66,7 +66,7 @@ impl super::Engine for WorkerEngine {
         let stats = board.clone();
         shared.set_engine("worker", Box::new(move || self::stats(&stats)));
         // Children's listener threads accept without blocking, when epoll says so.
-        listener.set_nonblocking(true)?;
+        listener.set_nonblocking()?;
         let reaper = Reaper::install()?;
         let mut m = Master {
             children: Children::new(board.clone()),
@@ -118,7 +118,7 @@ struct Master<'a> {
     generation: u32,
     schedule: Maintenance,
     at_limit_reported: bool,
-    listener: &'a TcpListener,
+    listener: &'a Listeners,
     shared: &'a Arc<Shared>,
 }
 
