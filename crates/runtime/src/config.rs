@@ -488,3 +488,7 @@ mod section_tests {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "config_listen_tests.rs"]
+mod listen_tests;
