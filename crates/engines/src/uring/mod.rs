@@ -1,4 +1,4 @@
-//! The io_uring engine: the event engine's shape (N loop threads sharing one listener,
+//! The io_uring engine: the event engine's shape (N loop threads sharing the listeners,
 //! `workers` a live knob, retiring loops handing their connections to survivors, dynamic
 //! requests handed to the blocking pool) with completions instead of readiness: multishot
 //! accept, multishot receive into a provided-buffer ring, sends queued per connection and
