@@ -4,7 +4,9 @@
 //! name (verified against the name, so its SAN covers it, and compared byte for byte with
 //! the one written for the site), and the site's files; a SIGHUP picks up a site's new
 //! certificate for new handshakes; a site with a bad certificate is refused at start with
-//! one line naming the site. Runs on GEARSHIFT_TEST_ENGINE where that engine serves HTTPS.
+//! one line naming the site. `tls.listen` is two addresses (127.0.0.1 and [::1], or
+//! 127.0.0.2 where ::1 cannot be bound): every check runs on both. Runs on
+//! GEARSHIFT_TEST_ENGINE where that engine serves HTTPS.
 
 mod common;
 
@@ -101,9 +103,16 @@ fn setup() -> (TempDir, Ca, [Vec<u8>; 3], String) {
         ca.leaf(d.path(), "b", &["b.test", "x.b.test"]),
     ];
     let p = |f: &str| d.join(f).display().to_string();
+    let second = match std::net::TcpListener::bind("[::1]:0") {
+        Ok(_) => "[::1]:0",
+        Err(e) => {
+            eprintln!("SKIP the IPv6 half: [::1] cannot be bound here ({e}); 127.0.0.2 instead");
+            "127.0.0.2:0"
+        }
+    };
     let toml = format!(
         "listen = \"127.0.0.1:0\"\nworkers = 1\n\
-         [tls]\nlisten = \"127.0.0.1:0\"\n\
+         [tls]\nlisten = [\"127.0.0.1:0\", \"{second}\"]\n\
          [[tls.certificate]]\ncert = \"{}\"\nkey = \"{}\"\nnames = [\"default.test\"]\n\
          [[site]]\nnames = [\"a.test\", \"www.a.test\"]\nroot = \"{}\"\ntls_cert = \"{}\"\ntls_key = \"{}\"\n\
          [[site]]\nnames = [\"b.test\", \"*.b.test\"]\nroot = \"{}\"\ntls_cert = \"{}\"\ntls_key = \"{}\"\n",
@@ -128,9 +137,13 @@ fn args(d: &TempDir, cfg: &Path) -> Vec<String> {
     ]
 }
 
-fn https_addr(banner: &str) -> SocketAddr {
-    let rest = &banner[banner.find("https://").expect("banner names https") + 8..];
-    rest[..rest.find('/').unwrap()].parse().unwrap()
+/// Every `https://ADDR/` the banner names.
+fn https_addrs(banner: &str) -> Vec<SocketAddr> {
+    banner
+        .split("https://")
+        .skip(1)
+        .filter_map(|rest| rest[..rest.find('/')?].parse().ok())
+        .collect()
 }
 
 #[test]
@@ -142,27 +155,35 @@ fn sni_picks_each_sites_certificate_and_sighup_reloads_it() {
     let (d, ca, [default, a, b], toml) = setup();
     let cfg = d.write("gearshift.toml", &toml);
     let s = launch(&args(&d, &cfg), &[], None).unwrap_or_else(|e| panic!("start: {e:?}"));
-    let at = https_addr(&s.banner);
-    for (name, want, body) in [
-        ("a.test", &a, "site a\n"),
-        ("www.a.test", &a, "site a\n"),
-        ("b.test", &b, "site b\n"),
-        ("x.b.test", &b, "site b\n"),
-        ("default.test", &default, "top\n"),
-    ] {
-        let (cert, got) = fetch(&ca, at, name, "/");
-        assert!(&cert == want, "{name}: another certificate");
-        assert_eq!(got, body, "{name}");
+    let addrs = https_addrs(&s.banner);
+    assert_eq!(addrs.len(), 2, "both HTTPS listeners: {}", s.banner);
+    for at in &addrs {
+        for (name, want, body) in [
+            ("a.test", &a, "site a\n"),
+            ("www.a.test", &a, "site a\n"),
+            ("b.test", &b, "site b\n"),
+            ("x.b.test", &b, "site b\n"),
+            ("default.test", &default, "top\n"),
+        ] {
+            let (cert, got) = fetch(&ca, *at, name, "/");
+            assert!(&cert == want, "{name} on {at}: another certificate");
+            assert_eq!(got, body, "{name} on {at}");
+        }
     }
     // A new certificate for site b: new handshakes get it after SIGHUP.
     let renewed = ca.leaf(d.path(), "b", &["b.test", "x.b.test"]);
     s.signal(libc::SIGHUP);
-    let seen = poll(Duration::from_secs(20), || {
-        let (cert, _) = fetch(&ca, at, "b.test", "/");
-        (cert == renewed).then_some(())
-    });
-    assert!(seen.is_some(), "site b's certificate reloaded on SIGHUP");
-    assert!(fetch(&ca, at, "a.test", "/").0 == a, "site a's unchanged");
+    for at in &addrs {
+        let seen = poll(Duration::from_secs(20), || {
+            let (cert, _) = fetch(&ca, *at, "b.test", "/");
+            (cert == renewed).then_some(())
+        });
+        assert!(
+            seen.is_some(),
+            "site b's certificate reloaded on SIGHUP ({at})"
+        );
+        assert!(fetch(&ca, *at, "a.test", "/").0 == a, "site a's unchanged");
+    }
 }
 
 #[test]
