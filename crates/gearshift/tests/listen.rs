@@ -62,6 +62,14 @@ fn docroot(tag: &str) -> TempDir {
     d.write("root/file.txt", "the same file on every listener\n");
     d.mkdir("v6root");
     d.write("v6root/file.txt", "the restricted site\n");
+    // The same path: a script in the restricted site (its CGI route), text at the top.
+    let script = d.write(
+        "v6root/cgi-bin/who.sh",
+        "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\n'\necho \"script of the restricted site\"\n",
+    );
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    d.write("root/cgi-bin/who.sh", "only text at the top level\n");
     d
 }
 
@@ -109,7 +117,8 @@ fn a_site_restricted_to_a_listener_answers_only_there() {
         &dir,
         &format!(
             "listen = [\"127.0.0.1:{p1}\", \"{second}:{p2}\"]\nworkers = 1\n\
-             [[site]]\nnames = [\"only.test\"]\nroot = \"{}\"\nlisten = [\"{second}:{p2}\"]\n",
+             [[site]]\nnames = [\"only.test\"]\nroot = \"{}\"\nlisten = [\"{second}:{p2}\"]\n\
+             [site.cgi]\ndirs = [\"/cgi-bin\"]\n",
             dir.join("v6root").display()
         ),
     );
@@ -129,6 +138,17 @@ fn a_site_restricted_to_a_listener_answers_only_there() {
     assert_eq!(
         get(b, "other.test", "/file.txt").body,
         b"the same file on every listener\n"
+    );
+    // Its routes too: the dynamic one only where the site answers (the head-reading
+    // stages of the blocking engines route by the connection's listener as well).
+    let r = get(b, "only.test", "/cgi-bin/who.sh");
+    assert_eq!(
+        (r.status, r.body.as_slice()),
+        (200, &b"script of the restricted site\n"[..])
+    );
+    assert_eq!(
+        get(a, "only.test", "/cgi-bin/who.sh").body,
+        b"only text at the top level\n"
     );
 }
 
