@@ -63,6 +63,11 @@ fn notifies_the_service_manager_and_keeps_a_pid_file_and_an_error_log() {
     let ready = next_notice(&notify);
     assert!(ready.contains("READY=1"), "{ready}");
     assert!(ready.contains(&format!("MAINPID={}", s.pid())), "{ready}");
+    // systemctl status shows where it listens (every address; here the one).
+    assert!(
+        ready.contains(&format!("STATUS=serving http://{}/", s.addr)),
+        "{ready}"
+    );
     assert_eq!(
         std::fs::read_to_string(&pid_file).unwrap().trim(),
         s.pid().to_string()
