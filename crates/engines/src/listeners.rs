@@ -100,8 +100,21 @@ impl Listeners {
         flags: EventFlags,
         on: bool,
     ) -> Result<(), Errno> {
+        self.watch_some(epoll, base, flags, on, |_| true)
+    }
+
+    /// `watch` for the listeners `which` picks (say, the plain ones only, for a stage that
+    /// leaves HTTPS to others); their tokens are still their numbers in the whole list.
+    pub fn watch_some(
+        &self,
+        epoll: &OwnedFd,
+        base: u64,
+        flags: EventFlags,
+        on: bool,
+        which: impl Fn(&Listener) -> bool,
+    ) -> Result<(), Errno> {
         let mut done = Ok(());
-        for (i, l) in self.iter().enumerate() {
+        for (i, l) in self.iter().enumerate().filter(|(_, l)| which(l)) {
             let r = if on {
                 let data = EventData::new_u64(Listeners::token(base, i));
                 epoll::add(epoll, l.socket.as_fd(), data, flags).or_else(|e| {
@@ -191,9 +204,9 @@ mod tests {
     fn tokens_count_down_from_the_base_and_map_back() {
         let l = Listeners::new(
             (0..3)
-                .map(|_| Listener {
+                .map(|i| Listener {
                     socket: TcpListener::bind("127.0.0.1:0").unwrap(),
-                    https: false,
+                    https: i == 2,
                 })
                 .collect(),
         );
@@ -208,5 +221,18 @@ mod tests {
         let _c = std::net::TcpStream::connect(third).unwrap();
         assert_eq!(l.wait_readable(5000), Some(2));
         assert_eq!(l.accept_queue(), Some(1));
+        // Watching the plain ones only: the HTTPS listener's connection wakes nothing, the
+        // first's comes with the first's token.
+        let epoll = epoll::create(epoll::CreateFlags::CLOEXEC).unwrap();
+        l.watch_some(&epoll, base, EventFlags::IN, true, |x| !x.https)
+            .unwrap();
+        let mut events = rustix::event::epoll::EventVec::with_capacity(4);
+        epoll::wait(&epoll, &mut events, 0).unwrap();
+        assert_eq!(events.len(), 0);
+        let first = l.first().local_addr().unwrap();
+        let _c1 = std::net::TcpStream::connect(first).unwrap();
+        epoll::wait(&epoll, &mut events, 5000).unwrap();
+        let tokens: Vec<u64> = events.iter().map(|e| e.data.u64()).collect();
+        assert_eq!(tokens, [Listeners::token(base, 0)]);
     }
 }
