@@ -1,6 +1,7 @@
 //! HTTPS end to end: the real binary with `[tls]`, a test CA and certificates made here with
 //! rcgen, and a rustls client: GET over TLS 1.3 and 1.2, ALPN http/1.1, keep-alive, SNI
-//! choosing the certificate, a large file and a dynamic answer over TLS, redirect_http,
+//! choosing the certificate, a large file and a dynamic answer over TLS, response buffering
+//! for a slow HTTPS reader (encrypted, and the backend released), redirect_http,
 //! bad certificates refused at start with one line, and a certificate reloaded (SIGHUP)
 //! under `gearshift load` with no failed request. Every test runs on GEARSHIFT_TEST_ENGINE;
 //! engines that do not serve HTTPS yet (fork, prefork, staged, uring) must refuse the
@@ -248,9 +249,9 @@ fn dynamic_answers_come_over_tls() {
     assert!(get(&mut c, "/", "").0.starts_with("HTTP/1.1 200"));
 }
 
-/// A CGI answer larger than the socket takes while the client is not reading: response
-/// buffering may not hold it as plaintext on an HTTPS connection (it is not made for TLS
-/// clients); every byte arrives through TLS.
+/// A CGI answer larger than the socket takes while the client is not reading: what
+/// response buffering holds must still be written through TLS (once it went out as
+/// plaintext); every byte arrives encrypted and intact.
 #[test]
 fn a_large_cgi_answer_to_a_slow_reader_comes_over_tls() {
     use std::os::unix::fs::PermissionsExt;
