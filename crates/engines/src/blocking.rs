@@ -279,11 +279,13 @@ impl Runner {
                 session.written(self.w.now_ms);
                 if stop == Stop::Dynamic {
                     // Blocking is what this thread does anyway: run the exchange inline.
-                    // Held output (response buffering) is never made for HTTPS (exchange.rs).
+                    // Output held for a slow client (response buffering; over TLS also
+                    // ciphertext waiting in the TLS state) is written now, the backend
+                    // released.
                     let held = wire::with_client(fd.as_fd(), &mut tls, |client| {
                         crate::exchange::run(client, &mut session, &mut kept, shared, &mut self.w)
                     });
-                    if !held.is_empty() {
+                    if !held.is_empty() || wire::tls_waiting(&tls) {
                         self.batch = held;
                         if !self.write_all(&fd, &mut tls, session.send_timeout_ms, shared) {
                             shared.counters.guard().slow(Slow::Send);

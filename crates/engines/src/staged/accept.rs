@@ -37,13 +37,22 @@ pub(super) fn run(p: &Arc<Pipeline>, listener: &TcpListener, shared: &Shared) ->
         if p.should_retire(Stage::Accept) {
             return false;
         }
-        // At the connection cap, or out of descriptors: connections wait in the backlog.
+        // At the connection cap, or out of descriptors (an accept failed: the cap sized
+        // against the limit was not low enough): connections wait in the backlog, and the
+        // receive threads make room for as many as queue (`Pipeline::queued`).
         let paused = acceptor.paused_for_ms();
         let at_cap = p.stats.connections.load(Ordering::Relaxed) >= cap_conns;
-        let queueing = at_cap && {
+        let queueing = (at_cap || paused > 0) && {
             let mut fds = [PollFd::new(listener, PollFlags::IN)];
             matches!(poll(&mut fds, 0), Ok(n) if n > 0)
         };
+        let queued = match queueing {
+            true => gearshift_core::metrics::procfs::accept_queue(listener)
+                .map_or(1, |(len, _)| len as usize)
+                .clamp(1, super::receive::MAX_EVICT),
+            false => 0,
+        };
+        p.queued.store(queued, Ordering::Relaxed);
         p.pressure.store(queueing, Ordering::Relaxed);
         if paused > 0 || at_cap {
             std::thread::sleep(std::time::Duration::from_millis(paused.clamp(10, 100)));
@@ -56,7 +65,12 @@ pub(super) fn run(p: &Arc<Pipeline>, listener: &TcpListener, shared: &Shared) ->
         let t0 = p.stats.now_ns();
         st.enter();
         let cap = receive.queue_cap.load(Ordering::Relaxed).max(1);
-        let (room, blocked) = p.accepted.reserve(ACCEPT_BATCH, cap, &stop);
+        // No more than the connection cap leaves room for: a batch past it would hold
+        // descriptors the cap keeps free (with a low RLIMIT_NOFILE, accept's EMFILE).
+        let below_cap = cap_conns.saturating_sub(p.stats.connections.load(Ordering::Relaxed));
+        let (room, blocked) = p
+            .accepted
+            .reserve(ACCEPT_BATCH.min(below_cap).max(1), cap, &stop);
         st.add_blocked(blocked);
         if room == 0 {
             st.leave(0);

@@ -125,9 +125,12 @@ struct Pipeline {
     serial: AtomicUsize,
     /// accept(2) with its back-off, shared by the accept threads.
     acceptor: crate::limits::Acceptor,
-    /// At the connection cap with connections queueing in the backlog: the receive threads
-    /// cut waits for heads to the pressure timeout.
+    /// At the connection cap (or out of descriptors) with connections queueing in the
+    /// backlog: the receive threads cut waits for heads to the pressure timeout.
     pressure: std::sync::atomic::AtomicBool,
+    /// Connections queueing then (the listener's accept queue, at most `MAX_EVICT`): as
+    /// many waiting connections, those closest to their deadlines, make room for them.
+    queued: AtomicUsize,
     /// Monitor samples (older, newer), at least `live::WINDOW_NS` apart once the server
     /// has run that long: `/status` measures rates and utilisation from the older one.
     window: Mutex<(Snapshot, Snapshot)>,
@@ -188,6 +191,7 @@ impl StagedEngine {
             serial: AtomicUsize::new(0),
             acceptor: crate::limits::Acceptor::new(),
             pressure: std::sync::atomic::AtomicBool::new(false),
+            queued: AtomicUsize::new(0),
             window: Mutex::default(),
             queue_timeout_ns: cfg.process_queue_timeout_ms.saturating_mul(1_000_000),
         };

@@ -15,9 +15,8 @@ use crate::session::{Stop, ThreadCtx};
 use crate::shared::Shared;
 use gearshift_core::defaults::READ_BUF;
 use gearshift_core::lifecycle::unix_now;
-use gearshift_core::metrics::Slow;
 use gearshift_handlers::Service;
-use gearshift_http::{Phase, SlowReason};
+use gearshift_http::Phase;
 use rustix::event::epoll::{self, EventData, EventFlags, EventVec};
 use rustix::fd::{AsFd, OwnedFd};
 use rustix::io::Errno;
@@ -32,6 +31,11 @@ const TICK_MS: u64 = 100;
 const LINGER_MS: u64 = 2000;
 /// Read size when appending to input kept in a connection's own buffer.
 const KEPT_READ: usize = 16 * 1024;
+/// Most connections all receive threads close in one sweep to make room at the cap (as
+/// the head-reading stage and the event engine do).
+pub(super) const MAX_EVICT: usize = 64;
+
+mod sweep;
 
 enum Slot {
     /// The connection is here, waiting for input (or lingering).
@@ -422,55 +426,6 @@ impl Receiver {
         }
         st.queued.fetch_sub(1, Ordering::Relaxed);
         one.pop()
-    }
-
-    /// Deadlines of the connections here: header (408), keep-alive idle, lingering; idle
-    /// connections while draining; everything past the drain deadline. While the engine
-    /// is at its connection cap with connections queueing (`Pipeline::pressure`), waits for
-    /// heads are cut to the pressure timeout.
-    fn sweep(&mut self) {
-        let now = self.w.now_ms;
-        let pressure = self.p.pressure.load(Ordering::Relaxed);
-        let expired: Vec<usize> = self
-            .slots
-            .iter()
-            .filter_map(|(k, slot)| {
-                let Slot::Here(c) = slot else { return None };
-                let idle = c.session.http.phase() == Phase::Idle && c.session.inbuf.is_empty();
-                let due = self.past_deadline
-                    || if c.lingering {
-                        now >= c.deadline_ms
-                    } else {
-                        let deadline = if pressure {
-                            c.session.http.pressure_deadline()
-                        } else {
-                            c.session.http.read_deadline()
-                        };
-                        (self.draining && idle) || now >= deadline
-                    };
-                due.then_some(k)
-            })
-            .collect();
-        for k in expired {
-            if let Some(Slot::Here(c)) = self.slots.get_mut(k) {
-                if !self.past_deadline && !self.draining && !c.lingering {
-                    let guard = self.shared.counters.guard();
-                    match c.session.http.slow_reason() {
-                        _ if now < c.session.http.read_deadline() => guard.slow(Slow::Pressure),
-                        SlowReason::FirstByte => guard.slow(Slow::FirstByte),
-                        SlowReason::Head => guard.slow(Slow::Head),
-                        SlowReason::Body => guard.slow(Slow::Body),
-                        SlowReason::KeepAlive => {}
-                    }
-                }
-                if !self.past_deadline && !c.lingering && c.session.http.phase() == Phase::Head {
-                    c.session.timeout_response(&self.w, &mut c.out);
-                    let _ = c.out.write(c.fd.as_fd());
-                    c.out.clear();
-                }
-            }
-            self.close(k);
-        }
     }
 }
 
