@@ -383,19 +383,23 @@ impl Pipeline {
                 continue;
             };
             let home = home.clone();
-            let mut mine: Vec<Box<Conn>> = Vec::new();
-            let mut i = 0;
-            while i < done.len() {
-                if done[i]
-                    .home
-                    .as_ref()
-                    .is_some_and(|(m, _)| Arc::ptr_eq(m, &home))
-                {
-                    mine.push(done.swap_remove(i));
-                } else {
-                    i += 1;
+            let at_home = |c: &Conn| c.home.as_ref().is_some_and(|(m, _)| Arc::ptr_eq(m, &home));
+            // Usually all of them (a round returns one or two connections): then the list
+            // itself is pushed, with no allocation.
+            let mut mine: Vec<Box<Conn>> = if done.iter().all(|c| at_home(c)) {
+                std::mem::take(done)
+            } else {
+                let mut mine = Vec::new();
+                let mut i = 0;
+                while i < done.len() {
+                    if at_home(&done[i]) {
+                        mine.push(done.swap_remove(i));
+                    } else {
+                        i += 1;
+                    }
                 }
-            }
+                mine
+            };
             let n = mine.len();
             for c in mine.iter_mut() {
                 c.queued_ns = now_ns;
@@ -404,10 +408,13 @@ impl Pipeline {
             if !home.push(&mut mine) {
                 // The home thread exited: to any receive thread, one by one.
                 st.queued.fetch_sub(n, Ordering::Relaxed);
-                for mut c in mine {
+                for mut c in mine.drain(..) {
                     c.home = None;
                     self.return_home(c);
                 }
+            }
+            if done.is_empty() && done.capacity() == 0 {
+                *done = mine; // empty now: the caller keeps its capacity for the next round
             }
         }
     }
