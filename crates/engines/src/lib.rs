@@ -48,7 +48,9 @@ pub const NAMES: &[&str] = &[
 /// Engines that serve HTTPS (`[tls]`): TLS sits between their sockets and the session.
 /// In fork and prefork, whose connections cross processes, an HTTPS connection stays in
 /// the process that holds its TLS state (see fork.rs, prefork.rs). Not yet: uring.
-pub const TLS_ENGINES: &[&str] = &["event", "threads", "pool", "worker", "fork", "prefork"];
+pub const TLS_ENGINES: &[&str] = &[
+    "event", "threads", "pool", "worker", "fork", "prefork", "staged",
+];
 
 /// A concurrency architecture. `run` is called on the master (main) thread after the
 /// listener is bound; it serves until `host` asks for shutdown, drains within the

@@ -63,6 +63,9 @@ enum Next {
 /// One connection and everything it carries between stages.
 struct Conn {
     fd: OwnedFd,
+    /// TLS state (connections from the HTTPS listener): it travels with the connection,
+    /// so every stage reads and writes through it (`wire`).
+    tls: crate::wire::Tls,
     session: Session,
     /// Requests read by receive, waiting for process.
     framed: Framed,
@@ -91,6 +94,7 @@ impl Conn {
     fn new(fd: OwnedFd, session: Session, now_ns: u64) -> Box<Conn> {
         Box::new(Conn {
             fd,
+            tls: None,
             session,
             framed: Framed::default(),
             out: Batch::default(),
