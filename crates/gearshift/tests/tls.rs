@@ -3,9 +3,8 @@
 //! choosing the certificate, a large file and a dynamic answer over TLS, redirect_http,
 //! bad certificates refused at start with one line, and a certificate reloaded (SIGHUP)
 //! under `gearshift load` with no failed request. Every test runs on GEARSHIFT_TEST_ENGINE;
-//! engines that do not serve HTTPS yet (fork, prefork, staged, uring) must refuse the
-//! configuration at start with one line naming `--engine event`: that is what this suite
-//! checks for them.
+//! an engine that does not serve HTTPS yet (uring) must refuse the configuration at start
+//! with one line naming `--engine event`: that is what this suite checks for it.
 
 mod common;
 

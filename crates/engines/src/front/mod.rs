@@ -13,6 +13,7 @@
 //! reached with connections queueing in the backlog) the wait for a head is cut to
 //! `pressure_ms`, and at the cap the waiting connections closest to their deadlines make
 //! room for those queueing.
+//! On the HTTPS listener it runs the TLS handshake too (unless `plain_only`: prefork).
 //! The stage runs no thread of its own: an engine calls `turn` from its acceptor thread
 //! (threads, pool), its master's loop (fork, prefork) or its listener thread (worker).
 
