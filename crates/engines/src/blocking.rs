@@ -8,6 +8,8 @@
 //! non-blocking (MSG_DONTWAIT in `Batch`) and wait in poll while the socket is full. The
 //! protocol work is the same `Session` the event engine drives.
 
+mod sock;
+
 use crate::front::Handoff;
 use crate::session::{Session, Stop, ThreadCtx};
 use crate::shared::Shared;
@@ -20,6 +22,7 @@ use gearshift_http::SlowReason;
 use rustix::event::{poll, PollFd, PollFlags};
 use rustix::fd::{AsFd, OwnedFd};
 use rustix::io::Errno;
+use sock::{linger, set_timeout, Timeout};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -62,7 +65,9 @@ impl Runner {
     /// Serve HTTPS connections to their end instead of handing them back when they wait
     /// for input (a process engine's children: the TLS state lives in this process's
     /// memory, and only a socket can be passed to another). An idle kept-alive HTTPS
-    /// connection then holds its child until its keep-alive timeout, as in Apache prefork.
+    /// connection then holds its child until its keep-alive timeout, as in Apache prefork,
+    /// unless connections wait for a child (`serve_session`'s `park` says 0): then it is
+    /// closed between requests.
     pub fn resident_tls(mut self) -> Runner {
         self.resident_tls = true;
         self
@@ -465,47 +470,6 @@ impl Runner {
     pub fn idle_tick(&mut self, shared: &Shared) {
         self.tick(shared);
     }
-}
-
-/// Half-close and drain input briefly so the client reads the final answer, not a reset.
-fn linger(fd: &OwnedFd, buf: &mut [u8]) {
-    let _ = rustix::net::shutdown(fd, rustix::net::Shutdown::Write);
-    let until = std::time::Instant::now() + std::time::Duration::from_millis(LINGER_MS);
-    loop {
-        let left = until.saturating_duration_since(std::time::Instant::now());
-        if left.is_zero() {
-            return;
-        }
-        let mut fds = [PollFd::new(fd, PollFlags::IN)];
-        match poll(&mut fds, left.as_millis() as i32) {
-            Ok(0) => return,
-            Err(Errno::INTR) => continue,
-            Err(_) => return,
-            Ok(_) => {}
-        }
-        match rustix::io::read(fd, buf) {
-            Ok(0) => return,
-            Ok(_) | Err(Errno::INTR) | Err(Errno::AGAIN) => continue,
-            Err(_) => return,
-        }
-    }
-}
-
-#[derive(Clone, Copy)]
-enum Timeout {
-    Recv,
-    Send,
-}
-
-/// Set SO_RCVTIMEO or SO_SNDTIMEO to `ms` (at least 1: zero would mean no timeout).
-fn set_timeout(fd: &OwnedFd, which: Timeout, ms: u64) -> rustix::io::Result<()> {
-    use rustix::net::sockopt::{set_socket_timeout, Timeout as T};
-    let d = std::time::Duration::from_millis(ms.max(1));
-    let which = match which {
-        Timeout::Recv => T::Recv,
-        Timeout::Send => T::Send,
-    };
-    set_socket_timeout(fd, which, Some(d))
 }
 
 pub fn unix_now() -> u64 {
