@@ -17,7 +17,9 @@
 //! - HTTPS (`[tls]`): a connection's TLS state lives in one process's memory and cannot be
 //!   passed, so the master's stage leaves the HTTPS listener alone and idle children accept
 //!   on it themselves, as Apache prefork's do: the child runs the handshake (under
-//!   `handshake_timeout_ms`) and serves the connection to its end with the same `Runner`.
+//!   `handshake_timeout_ms`) and serves the connection to its end with the same `Runner`;
+//!   idle between requests, it lets it go when connections wait for a child (ready in the
+//!   master, or in the HTTPS backlog with no child idle), not only at the keep-alive timeout.
 //!   A reload replaces the children (see above), so new handshakes get the new
 //!   certificates from children forked after it.
 //! - A child killed by a signal is logged and replaced at once; other children's

@@ -429,3 +429,27 @@ fn a_handshake_that_stalls_is_closed_at_its_timeout() {
     let mut c = connect(&ca, addr, "localhost", &rustls::version::TLS13);
     assert!(get(&mut c, "/", "").0.starts_with("HTTP/1.1 200"));
 }
+
+#[test]
+fn an_idle_kept_alive_connection_does_not_keep_new_ones_waiting() {
+    let dir = docroot();
+    let ca = Ca::new();
+    ca.leaf(dir.path(), "a", &["localhost"], false);
+    // One worker (fork: one child; prefork: one child at most) and a long keep-alive: in
+    // the process engines an HTTPS connection stays with its child, which must let an idle
+    // one go when another connection waits, not hold it for the keep-alive timeout.
+    let extra = "[http]\nkeepalive_timeout_ms = 60000\n[prefork]\nstart_servers = 1\n\
+                 min_spare_servers = 1\nmax_spare_servers = 1\nmax_request_workers = 1\n";
+    let Some((_s, addr)) = start(&dir, &tls_config(&dir, &[("a", &["localhost"])], extra)) else {
+        return;
+    };
+    let mut first = connect(&ca, addr, "localhost", &rustls::version::TLS13);
+    assert!(get(&mut first, "/", "").0.starts_with("HTTP/1.1 200"));
+    // `first` stays open and idle; a second connection is served well before 60 s (the
+    // handshake and the answer each wait at most 10 s: `connect` and `get` panic beyond).
+    let mut second = connect(&ca, addr, "localhost", &rustls::version::TLS13);
+    let (head, body) = get(&mut second, "/", "");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(body, b"hello over tls\n");
+    drop(first);
+}

@@ -35,6 +35,12 @@ pub(super) fn child_main(
     let mut served = 0u64;
     let mut buf = Vec::new();
     slot.set_state(State::Idle);
+    // How long a connection waiting for its next request keeps this child: 0 while others
+    // wait for one (see `pressure`).
+    let linger = || match pressure(&board, shared.tls.as_deref()) {
+        true => 0,
+        false => PROCESS_LINGER_MS,
+    };
     loop {
         // Draining, a child still takes what the master passes (requests begun before the
         // drain) until the master closes the socket or the drain deadline passes.
@@ -72,13 +78,6 @@ pub(super) fn child_main(
                     Ok(t) => {
                         slot.set_state(State::Busy);
                         slot.add_connection();
-                        let linger = || {
-                            if header.pressure() {
-                                0
-                            } else {
-                                PROCESS_LINGER_MS
-                            }
-                        };
                         w.serve_tls(fd, peer, t, shared, &linger);
                         w.idle_tick(shared);
                         served += 1;
@@ -96,13 +95,6 @@ pub(super) fn child_main(
         };
         slot.set_state(State::Busy);
         slot.add_connection();
-        let linger = || {
-            if header.pressure() {
-                0
-            } else {
-                PROCESS_LINGER_MS
-            }
-        };
         if let Some(h) = w.serve_guarded(h, shared, &linger) {
             let _ = pass::send(back_tx, h, false);
         }
@@ -114,6 +106,18 @@ pub(super) fn child_main(
     slot.set_state(State::Dying);
     w.flush_log();
     0
+}
+
+/// Connections wait for a child: ready ones the master holds, or HTTPS connections in the
+/// listener's backlog with no child idle to accept them (a kept-alive HTTPS connection
+/// holds its child: without this, new ones would wait for keep-alive timeouts).
+fn pressure(board: &Scoreboard, https: Option<&gearshift_core::tls::Tls>) -> bool {
+    use rustix::event::{poll, PollFd, PollFlags};
+    board.header().pressure()
+        || https.is_some_and(|t| {
+            let mut fds = [PollFd::new(&t.listener, PollFlags::IN)];
+            board.counts().idle == 0 && matches!(poll(&mut fds, 0), Ok(n) if n > 0)
+        })
 }
 
 /// What an idle child got.
