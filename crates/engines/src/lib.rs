@@ -47,9 +47,10 @@ pub const NAMES: &[&str] = &[
 
 /// Engines that serve HTTPS (`[tls]`): TLS sits between their sockets and the session.
 /// In fork and prefork, whose connections cross processes, an HTTPS connection stays in
-/// the process that holds its TLS state (see fork.rs, prefork.rs). Not yet: uring.
+/// the process that holds its TLS state (see fork.rs, prefork.rs); uring encrypts into
+/// buffers it sends through the ring (uring/tls.rs).
 pub const TLS_ENGINES: &[&str] = &[
-    "event", "threads", "pool", "worker", "fork", "prefork", "staged",
+    "event", "threads", "pool", "worker", "fork", "prefork", "staged", "uring",
 ];
 
 /// A concurrency architecture. `run` is called on the master (main) thread after the

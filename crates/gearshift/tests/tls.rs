@@ -2,9 +2,9 @@
 //! rcgen, and a rustls client: GET over TLS 1.3 and 1.2, ALPN http/1.1, keep-alive, SNI
 //! choosing the certificate, a large file and a dynamic answer over TLS, redirect_http,
 //! bad certificates refused at start with one line, and a certificate reloaded (SIGHUP)
-//! under `gearshift load` with no failed request. Every test runs on GEARSHIFT_TEST_ENGINE;
-//! an engine that does not serve HTTPS yet (uring) must refuse the configuration at start
-//! with one line naming `--engine event`: that is what this suite checks for it.
+//! under `gearshift load` with no failed request. Every test runs on GEARSHIFT_TEST_ENGINE
+//! (every engine serves HTTPS; one that did not would have to refuse the configuration at
+//! start with one line naming `--engine event`, which `start` checks).
 
 mod common;
 
@@ -18,7 +18,7 @@ use std::time::Duration;
 
 /// Engines that serve HTTPS (`gearshift_engines::TLS_ENGINES`).
 const TLS_ENGINES: &[&str] = &[
-    "event", "threads", "pool", "worker", "fork", "prefork", "staged",
+    "event", "threads", "pool", "worker", "fork", "prefork", "staged", "uring",
 ];
 
 fn engine() -> String {
