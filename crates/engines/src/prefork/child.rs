@@ -64,13 +64,11 @@ pub(super) fn child_main(
             }
         }
         let https = shared.tls.as_deref().filter(|_| !draining);
-        let h = match take(to_rx, https, &acceptor, shared, &mut buf) {
+        // Reloaded meanwhile: this child's certificates are the old ones, it accepts no more.
+        let stale = || header.generation() != generation;
+        let h = match take(to_rx, https, &stale, &acceptor, shared, &mut buf) {
             Taken::Conn(h) => h,
             Taken::Tls(fd, peer) => {
-                // Reloaded while waiting: this child's certificates are the old ones.
-                if header.generation() != generation {
-                    break;
-                }
                 let Some(t) = https.map(|t| t.accept(shared.now_ms())) else {
                     continue;
                 };
@@ -131,11 +129,12 @@ enum Taken {
 }
 
 /// Wait (a tick at most) for a connection from the master, or, with `https`, on the HTTPS
-/// listener too. The listener is non-blocking and shared by every idle child: the ones
+/// listener too (unless `stale`: then the child is about to leave). The listener is non-blocking and shared by every idle child: the ones
 /// that lose the race find it empty.
 fn take(
     to_rx: BorrowedFd<'_>,
     https: Option<&gearshift_core::tls::Tls>,
+    stale: &dyn Fn() -> bool,
     acceptor: &crate::limits::Acceptor,
     shared: &Shared,
     buf: &mut Vec<u8>,
@@ -156,7 +155,7 @@ fn take(
     if from_master {
         return passed(to_rx, buf);
     }
-    if from_listener {
+    if from_listener && !stale() {
         use crate::limits::Accepted;
         if let Accepted::Conn(fd, peer) = acceptor.accept(&t.listener, false, shared.counters) {
             return Taken::Tls(fd, peer);
