@@ -253,6 +253,10 @@ impl Master {
             let Some(h) = self.front.as_mut().and_then(Front::pop_ready) else {
                 return;
             };
+            // The child must not count its own connection as one waiting for a child (it
+            // would close a resident HTTPS connection as soon as it fell idle).
+            let ready = self.front.as_ref().map_or(0, Front::ready_len);
+            self.children.board.header().set_ready(ready);
             if let Err(h) = self.fork_child(h, shared) {
                 if let Some(f) = &mut self.front {
                     f.unpop(*h);

@@ -332,6 +332,8 @@ impl Master<'_> {
             let Some(h) = front.pop_ready() else {
                 return;
             };
+            // The child taking it must not count it as waiting (see `Header::pressure`).
+            self.children.board.header().set_ready(front.ready_len());
             match pass::send(tx.as_fd(), h, true) {
                 Ok(()) => {}
                 // Every child's queue is full: the connection waits here.
