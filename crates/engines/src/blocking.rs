@@ -267,6 +267,18 @@ impl Runner {
                 shared.counters.guard().slow(Slow::Handshake);
                 break;
             }
+            // Before its first answer (handshake, first head), a resident connection gives way
+            // under pressure after `pressure_ms`, as one waiting in the head-reading stage
+            // would: a slow or silent HTTPS client must not hold a child while others wait.
+            if resident
+                && !fresh
+                && session.http.requests() == 0
+                && self.w.now_ms >= session.http.pressure_deadline()
+                && park.is_some_and(|p| p() == 0)
+            {
+                shared.counters.guard().slow(Slow::Pressure);
+                break;
+            }
             // Handshake messages the socket did not take at once go out before waiting
             // for the client's answer to them.
             if wire::tls_waiting(&tls)

@@ -453,3 +453,32 @@ fn an_idle_kept_alive_connection_does_not_keep_new_ones_waiting() {
     assert_eq!(body, b"hello over tls\n");
     drop(first);
 }
+
+#[test]
+fn a_stalled_handshake_gives_way_to_a_waiting_connection() {
+    let dir = docroot();
+    let ca = Ca::new();
+    ca.leaf(dir.path(), "a", &["localhost"], false);
+    // One worker (prefork: one child at most, which runs the handshakes itself) and a
+    // handshake timeout far beyond the client's patience below.
+    let extra = "[prefork]\nstart_servers = 1\nmin_spare_servers = 1\nmax_spare_servers = 1\n\
+                 max_request_workers = 1\n";
+    let cfg = tls_config(&dir, &[("a", &["localhost"])], extra)
+        .replace("[tls]\n", "[tls]\nhandshake_timeout_ms = 60000\n");
+    let Some((_s, addr)) = start(&dir, &cfg) else {
+        return;
+    };
+    // The start of a ClientHello, then nothing (as a slowloris would).
+    let mut stalled = TcpStream::connect(addr).unwrap();
+    stalled
+        .write_all(&[0x16, 0x03, 0x01, 0x00, 0x50, 0x01])
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    // A real client is served well before the handshake timeout (60 s) or the first-byte
+    // timeout (20 s): `connect` and `get` each wait 10 s at most.
+    let mut c = connect(&ca, addr, "localhost", &rustls::version::TLS13);
+    let (head, body) = get(&mut c, "/", "");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(body, b"hello over tls\n");
+    drop(stalled);
+}
