@@ -19,7 +19,8 @@
 //!   on it themselves, as Apache prefork's do: the child runs the handshake (under
 //!   `handshake_timeout_ms`) and serves the connection to its end with the same `Runner`;
 //!   idle between requests, it lets it go when connections wait for a child (ready in the
-//!   master, or in the HTTPS backlog with no child idle), not only at the keep-alive timeout.
+//!   master, or in the HTTPS backlog with no child idle), not only at the keep-alive timeout,
+//!   and a handshake or first head slower than `http.pressure_timeout_ms` gives way to them.
 //!   A reload replaces the children (see above), so new handshakes get the new
 //!   certificates from children forked after it.
 //! - A child killed by a signal is logged and replaced at once; other children's
