@@ -3,10 +3,9 @@
 //! choosing the certificate, a large file and a dynamic answer over TLS, response buffering
 //! for a slow HTTPS reader (encrypted, and the backend released), redirect_http,
 //! bad certificates refused at start with one line, and a certificate reloaded (SIGHUP)
-//! under `gearshift load` with no failed request. Every test runs on GEARSHIFT_TEST_ENGINE;
-//! engines that do not serve HTTPS yet (fork, prefork, staged, uring) must refuse the
-//! configuration at start with one line naming `--engine event`: that is what this suite
-//! checks for them.
+//! under `gearshift load` with no failed request. Every test runs on GEARSHIFT_TEST_ENGINE
+//! (every engine serves HTTPS; one that did not would have to refuse the configuration at
+//! start with one line naming `--engine event`, which `start` checks).
 
 mod common;
 
@@ -19,7 +18,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Engines that serve HTTPS (`gearshift_engines::TLS_ENGINES`).
-const TLS_ENGINES: &[&str] = &["event", "threads", "pool", "worker"];
+const TLS_ENGINES: &[&str] = &[
+    "event", "threads", "pool", "worker", "fork", "prefork", "staged", "uring",
+];
 
 fn engine() -> String {
     std::env::var("GEARSHIFT_TEST_ENGINE").unwrap_or_else(|_| "event".into())
@@ -495,4 +496,57 @@ fn a_handshake_that_stalls_is_closed_at_its_timeout() {
     // A complete handshake afterwards still works.
     let mut c = connect(&ca, addr, "localhost", &rustls::version::TLS13);
     assert!(get(&mut c, "/", "").0.starts_with("HTTP/1.1 200"));
+}
+
+#[test]
+fn an_idle_kept_alive_connection_does_not_keep_new_ones_waiting() {
+    let dir = docroot();
+    let ca = Ca::new();
+    ca.leaf(dir.path(), "a", &["localhost"], false);
+    // One worker (fork: one child; prefork: one child at most) and a long keep-alive: in
+    // the process engines an HTTPS connection stays with its child, which must let an idle
+    // one go when another connection waits, not hold it for the keep-alive timeout.
+    let extra = "[http]\nkeepalive_timeout_ms = 60000\n[prefork]\nstart_servers = 1\n\
+                 min_spare_servers = 1\nmax_spare_servers = 1\nmax_request_workers = 1\n";
+    let Some((_s, addr)) = start(&dir, &tls_config(&dir, &[("a", &["localhost"])], extra)) else {
+        return;
+    };
+    let mut first = connect(&ca, addr, "localhost", &rustls::version::TLS13);
+    assert!(get(&mut first, "/", "").0.starts_with("HTTP/1.1 200"));
+    // `first` stays open and idle; a second connection is served well before 60 s (the
+    // handshake and the answer each wait at most 10 s: `connect` and `get` panic beyond).
+    let mut second = connect(&ca, addr, "localhost", &rustls::version::TLS13);
+    let (head, body) = get(&mut second, "/", "");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(body, b"hello over tls\n");
+    drop(first);
+}
+
+#[test]
+fn a_stalled_handshake_gives_way_to_a_waiting_connection() {
+    let dir = docroot();
+    let ca = Ca::new();
+    ca.leaf(dir.path(), "a", &["localhost"], false);
+    // One worker (prefork: one child at most, which runs the handshakes itself) and a
+    // handshake timeout far beyond the client's patience below.
+    let extra = "[prefork]\nstart_servers = 1\nmin_spare_servers = 1\nmax_spare_servers = 1\n\
+                 max_request_workers = 1\n";
+    let cfg = tls_config(&dir, &[("a", &["localhost"])], extra)
+        .replace("[tls]\n", "[tls]\nhandshake_timeout_ms = 60000\n");
+    let Some((_s, addr)) = start(&dir, &cfg) else {
+        return;
+    };
+    // The start of a ClientHello, then nothing (as a slowloris would).
+    let mut stalled = TcpStream::connect(addr).unwrap();
+    stalled
+        .write_all(&[0x16, 0x03, 0x01, 0x00, 0x50, 0x01])
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    // A real client is served well before the handshake timeout (60 s) or the first-byte
+    // timeout (20 s): `connect` and `get` each wait 10 s at most.
+    let mut c = connect(&ca, addr, "localhost", &rustls::version::TLS13);
+    let (head, body) = get(&mut c, "/", "");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(body, b"hello over tls\n");
+    drop(stalled);
 }

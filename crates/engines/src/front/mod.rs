@@ -13,6 +13,7 @@
 //! reached with connections queueing in the backlog) the wait for a head is cut to
 //! `pressure_ms`, and at the cap the waiting connections closest to their deadlines make
 //! room for those queueing.
+//! On the HTTPS listener it runs the TLS handshake too (unless `plain_only`: prefork).
 //! The stage runs no thread of its own: an engine calls `turn` from its acceptor thread
 //! (threads, pool), its master's loop (fork, prefork) or its listener thread (worker).
 
@@ -97,6 +98,8 @@ pub struct Front {
     events: EventVec,
     /// The HTTPS side, taken from `Shared` at the first turn.
     tls: Option<std::sync::Arc<gearshift_core::tls::Tls>>,
+    /// It accepts on the HTTPS listener too (`plain_only` turns it off).
+    https: bool,
 }
 
 impl Front {
@@ -120,6 +123,7 @@ impl Front {
             last_sweep_ms: 0,
             events: EventVec::with_capacity(256),
             tls: None,
+            https: true,
         };
         f.listen(listener, true);
         Ok(f)
@@ -139,6 +143,13 @@ impl Front {
             EventFlags::IN,
         )?;
         Ok(())
+    }
+
+    /// Leave the HTTPS listener to others (prefork's children accept on it themselves:
+    /// a connection's TLS state cannot be passed to another process).
+    pub fn plain_only(mut self) -> Front {
+        self.https = false;
+        self
     }
 
     /// Let the stage accept, or not (it stops at its next turn).
@@ -196,7 +207,7 @@ impl Front {
         svc: &Service,
     ) -> Vec<u64> {
         let mut extra = Vec::new();
-        if self.tls.is_none() && shared.tls.is_some() {
+        if self.https && self.tls.is_none() && shared.tls.is_some() {
             self.tls = shared.tls.clone();
             if self.listening {
                 self.listening = false;

@@ -3,6 +3,8 @@
 //! stage. Room in the receive queue is reserved before accepting, so when receive falls
 //! behind, connections wait in the kernel's accept queue rather than being dropped. Only
 //! new connections pass here; keep-alive ones go from send straight back to receive.
+//! With `[tls]` it accepts on the HTTPS listener too; those connections carry their TLS
+//! state (`Conn::tls`), whose handshake the receive stage drives as it reads.
 
 use super::stats::Stage;
 use super::{Conn, Pipeline};
@@ -58,10 +60,22 @@ pub(super) fn run(p: &Arc<Pipeline>, listener: &TcpListener, shared: &Shared) ->
             std::thread::sleep(std::time::Duration::from_millis(paused.clamp(10, 100)));
             continue;
         }
+        let https = shared.tls.as_deref();
         let mut fds = [PollFd::new(listener, PollFlags::IN)];
-        if !matches!(poll(&mut fds, TICK_MS), Ok(n) if n > 0) {
+        let mut both = https.map(|t| {
+            [
+                PollFd::new(listener, PollFlags::IN),
+                PollFd::new(&t.listener, PollFlags::IN),
+            ]
+        });
+        let fds: &mut [PollFd<'_>] = match &mut both {
+            Some(b) => b,
+            None => &mut fds,
+        };
+        if !matches!(poll(fds, TICK_MS), Ok(n) if n > 0) {
             continue;
         }
+        let ready: Vec<bool> = fds.iter().map(|f| !f.revents().is_empty()).collect();
         let t0 = p.stats.now_ns();
         st.enter();
         let cap = receive.queue_cap.load(Ordering::Relaxed).max(1);
@@ -79,15 +93,33 @@ pub(super) fn run(p: &Arc<Pipeline>, listener: &TcpListener, shared: &Shared) ->
         let svc = shared.service.load_full();
         let now_ms = shared.now_ms();
         let now_ns = p.stats.now_ns();
-        while batch.len() < room {
-            match acceptor.accept(listener, true, shared.counters) {
-                Accepted::Conn(fd, peer) => {
-                    let _ = rustix::net::sockopt::set_tcp_nodelay(&fd, true);
-                    shared.counters.connection();
-                    batch.push(Conn::new(fd, Session::new(&svc, peer, now_ms), now_ns));
+        let plain = ready[0].then_some((listener, None));
+        let tls = https.filter(|_| ready.get(1) == Some(&true));
+        for (l, t) in plain.into_iter().chain(tls.map(|t| (&t.listener, Some(t)))) {
+            while batch.len() < room {
+                match acceptor.accept(l, true, shared.counters) {
+                    Accepted::Conn(fd, peer) => {
+                        let mut session = Session::new(&svc, peer, now_ms);
+                        let tls = match t.map(|t| t.accept(now_ms)) {
+                            None => {
+                                session.redirect_https = shared.redirect_https;
+                                None
+                            }
+                            Some(Ok(t)) => Some(Box::new(t)),
+                            Some(Err(e)) => {
+                                gearshift_core::error_limited!("{e}");
+                                continue;
+                            }
+                        };
+                        let _ = rustix::net::sockopt::set_tcp_nodelay(&fd, true);
+                        shared.counters.connection();
+                        let mut c = Conn::new(fd, session, now_ns);
+                        c.tls = tls;
+                        batch.push(c);
+                    }
+                    // Nothing queued, or out of descriptors (the rest stays in the kernel).
+                    Accepted::Empty | Accepted::Paused => break,
                 }
-                // Nothing queued, or out of descriptors (the rest stays in the kernel).
-                Accepted::Empty | Accepted::Paused => break,
             }
         }
         let n = batch.len();

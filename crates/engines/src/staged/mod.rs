@@ -19,6 +19,9 @@
 //! none, connections wait in the kernel's accept queue); receive waits for room in the
 //! process queue, process for room in the send queue. Returning connections are never
 //! refused (they are not new work), so the queues cannot deadlock in a cycle.
+//!
+//! HTTPS: accept takes the HTTPS listener too, and a connection's TLS state travels in its
+//! `Conn` like its session, so each stage reads and writes through it (`wire`).
 
 // Connections travel between stages as `Box<Conn>`: a `Conn` is several hundred bytes
 // (session, framed requests, output batch), so boxing keeps every hand-off to a one-pointer
@@ -63,6 +66,9 @@ enum Next {
 /// One connection and everything it carries between stages.
 struct Conn {
     fd: OwnedFd,
+    /// TLS state (connections from the HTTPS listener): it travels with the connection,
+    /// so every stage reads and writes through it (`wire`).
+    tls: crate::wire::Tls,
     session: Session,
     /// Requests read by receive, waiting for process.
     framed: Framed,
@@ -91,6 +97,7 @@ impl Conn {
     fn new(fd: OwnedFd, session: Session, now_ns: u64) -> Box<Conn> {
         Box::new(Conn {
             fd,
+            tls: None,
             session,
             framed: Framed::default(),
             out: Batch::default(),

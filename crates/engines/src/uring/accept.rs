@@ -63,11 +63,16 @@ impl UringLoop {
             if self.accept_armed {
                 self.push(opcode::AsyncCancel::new(ACCEPT).build().user_data(CANCEL));
             }
+            self.cancel_tls_accept();
         }
     }
 
-    pub(super) fn accepted(&mut self, res: i32, flags: u32, svc: &Service) {
-        if !cqueue::more(flags) {
+    /// A completion of the plain accept, or with `https` the HTTPS listener's.
+    pub(super) fn accepted(&mut self, res: i32, flags: u32, svc: &Service, https: bool) {
+        if https {
+            self.tls_accept_armed = false;
+            self.tls_accept_cancelled = false;
+        } else if !cqueue::more(flags) {
             // Armed again before the next wait, if accepting and the gate is open.
             self.accept_armed = false;
             self.accept_cancelled = false;
@@ -92,9 +97,24 @@ impl UringLoop {
             Ok(Some(rustix::net::SocketAddrAny::V6(a))) => SocketAddr::V6(a),
             _ => SocketAddr::from(([0, 0, 0, 0], 0)),
         };
+        let mut session = Session::new(svc, peer, self.w.now_ms);
+        let tls = match https {
+            false => {
+                session.redirect_https = self.shared.redirect_https;
+                None
+            }
+            true => match self.shared.tls.as_ref().map(|t| t.accept(self.w.now_ms)) {
+                Some(Ok(t)) => Some(Box::new(t)),
+                Some(Err(e)) => {
+                    gearshift_core::error_limited!("{e}");
+                    return;
+                }
+                None => return,
+            },
+        };
         self.shared.counters.connection();
-        let session = Session::new(svc, peer, self.w.now_ms);
         let mut c = Connection::new(fd, session);
+        c.tls = tls;
         c._slot = Some(self.gate.enter());
         let k = self.conns.insert(c);
         self.arm_recv(k);

@@ -32,6 +32,7 @@ const SEND: u64 = 3 << 56;
 const WAKE: u64 = 4 << 56;
 pub(super) const CANCEL: u64 = 5 << 56;
 const TICK: u64 = 6 << 56;
+pub(super) const ACCEPT_TLS: u64 = 7 << 56;
 /// The longest wait for completions: the timer sweep's granularity (as the event loop's).
 const TICK_MS: u64 = 100;
 /// Draining a closing connection after shutdown(SHUT_WR), as the event loop does.
@@ -46,7 +47,7 @@ pub(super) const MULTISHOT_ROOM: usize = 64;
 pub(super) struct UringLoop {
     // Dropped first: closing the ring ends every operation before the buffers go.
     pub(super) ring: IoUring,
-    bufs: BufRing,
+    pub(super) bufs: BufRing,
     pub(super) id: usize,
     pub(super) mailbox: Arc<Mailbox>,
     pub(super) registry: Arc<Registry>,
@@ -60,13 +61,16 @@ pub(super) struct UringLoop {
     pub(super) accept_armed: bool,
     /// A cancel of the armed accept is on its way (the cap was reached or accepting paused).
     pub(super) accept_cancelled: bool,
+    /// The HTTPS listener's accept (tls.rs), as the two above.
+    pub(super) tls_accept_armed: bool,
+    pub(super) tls_accept_cancelled: bool,
     /// The engine's connection cap and accept back-off, shared by its loops.
     pub(super) gate: Arc<ConnGate>,
     pub(super) dynamic: Arc<BlockingPool<Dynamic>>,
     waker: Arc<OwnedFd>,
     wake_buf: Box<[u8; 8]>,
     maps: Mappings,
-    spare: Spare,
+    pub(super) spare: Spare,
     cqes: Vec<(u64, i32, u32)>,
     /// Connections whose receive ended and may need arming again.
     rearm: Vec<usize>,
@@ -118,6 +122,8 @@ impl UringLoop {
             accepting: true,
             accept_armed: false,
             accept_cancelled: false,
+            tls_accept_armed: false,
+            tls_accept_cancelled: false,
             gate,
             dynamic,
             waker,
@@ -148,6 +154,7 @@ impl UringLoop {
                 self.push(opcode::AsyncCancel::new(ACCEPT).build().user_data(CANCEL));
                 self.accept_cancelled = true;
             }
+            self.tls_accepts(open);
             if self.tick_multishot && !self.tick_armed {
                 self.arm_tick();
             }
@@ -178,7 +185,8 @@ impl UringLoop {
                 let (ud, res, flags) = self.cqes[i];
                 let k = (ud & !KIND) as usize;
                 match ud & KIND {
-                    ACCEPT => self.accepted(res, flags, &svc),
+                    ACCEPT => self.accepted(res, flags, &svc, false),
+                    ACCEPT_TLS => self.accepted(res, flags, &svc, true),
                     RECV => self.received(k, res, flags, &svc),
                     SEND => self.sent(k, res, &svc),
                     WAKE => {
@@ -298,6 +306,9 @@ impl UringLoop {
 
     /// `n` bytes arrived in buffer `bid`: process them where they lie when nothing is kept.
     fn input(&mut self, k: usize, bid: u16, n: usize, svc: &Service) {
+        if self.conns[k].tls.is_some() {
+            return self.tls_input(k, bid, n, svc);
+        }
         let c = &mut self.conns[k];
         if c.closing || c.lingering {
             return; // lingering: discarded until EOF
@@ -335,8 +346,14 @@ impl UringLoop {
     /// Queue what processing produced and act on why it stopped.
     pub(super) fn after(&mut self, k: usize, stop: Stop) {
         let c = &mut self.conns[k];
-        c.out
-            .stage(&mut self.batch, &mut self.maps, &mut self.spare);
+        if c.tls.is_some() {
+            self.batch.move_into(&mut c.pending);
+            self.tls_seal(k);
+        } else {
+            c.out
+                .stage(&mut self.batch, &mut self.maps, &mut self.spare);
+        }
+        let c = &mut self.conns[k];
         match stop {
             Stop::NeedInput => {}
             Stop::OutputFull => c.held = true,
@@ -349,7 +366,7 @@ impl UringLoop {
     }
 
     /// Send the front of the connection's output unless a send is in flight.
-    fn pump(&mut self, k: usize) {
+    pub(super) fn pump(&mut self, k: usize) {
         let c = &mut self.conns[k];
         if c.out.sending || c.closing {
             return;
@@ -378,6 +395,10 @@ impl UringLoop {
         }
         c.out.advance(res as usize, &mut self.spare);
         c.deadline_ms = self.w.now_ms + c.session.send_timeout_ms;
+        if !c.pending.is_empty() {
+            self.tls_seal(k);
+        }
+        let c = &mut self.conns[k];
         if c.out.is_empty() {
             c.session.written(self.w.now_ms);
             if c.leaving.is_some() {
@@ -412,6 +433,9 @@ impl UringLoop {
     /// Half-close after the final answer and drain input, so the client reads the answer
     /// instead of a reset caused by unread data.
     fn begin_close(&mut self, k: usize) {
+        if self.tls_notify(k) {
+            return;
+        }
         let c = &mut self.conns[k];
         let _ = rustix::net::shutdown(&c.fd, rustix::net::Shutdown::Write);
         c.lingering = true;
@@ -421,7 +445,7 @@ impl UringLoop {
         self.arm_recv(k);
     }
 
-    fn cancel_recv(&mut self, k: usize) {
+    pub(super) fn cancel_recv(&mut self, k: usize) {
         let e = opcode::AsyncCancel::new(RECV | k as u64).build();
         self.push(e.user_data(CANCEL));
     }

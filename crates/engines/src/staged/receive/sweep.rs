@@ -2,7 +2,8 @@
 //! keep-alive idle, lingering, the drain), shortened under pressure, and at the connection
 //! cap (or out of descriptors) with connections queueing, room made for them by closing
 //! the waiting connections closest to their deadlines, as the head-reading stage and the
-//! event engine do.
+//! event engine do; TLS handshakes past their deadline closed, and handshake messages the
+//! socket did not take sent again.
 
 use super::{Receiver, Slot};
 use gearshift_core::metrics::Slow;
@@ -20,11 +21,24 @@ impl Receiver {
     /// sends its request at once is not left in the backlog behind ones that send nothing.
     pub(super) fn sweep(&mut self) {
         let now = self.w.now_ms;
+        // TLS handshake messages the socket did not take when they were made (its buffer
+        // was full): out now, a tick later at most.
+        for (_, slot) in self.slots.iter_mut() {
+            if let Slot::Here(c) = slot {
+                if crate::wire::tls_waiting(&c.tls) && !c.lingering {
+                    let _ = crate::wire::send(c.fd.as_fd(), &mut c.tls, &mut c.out);
+                }
+            }
+        }
         let pressure = self.p.pressure.load(Ordering::Relaxed);
         let mut closest: Vec<(u64, usize)> = Vec::new();
         let mut expired: Vec<usize> = Vec::new();
         for (k, slot) in self.slots.iter() {
             let Slot::Here(c) = slot else { continue };
+            if crate::wire::handshake_expired(&c.tls, now) {
+                expired.push(k);
+                continue;
+            }
             let idle = c.session.http.phase() == Phase::Idle && c.session.inbuf.is_empty();
             let due = self.past_deadline
                 || if c.lingering {
@@ -60,6 +74,11 @@ impl Receiver {
         }
         for k in expired {
             if let Some(Slot::Here(c)) = self.slots.get_mut(k) {
+                if crate::wire::handshake_expired(&c.tls, now) {
+                    self.shared.counters.guard().slow(Slow::Handshake);
+                    self.close(k);
+                    continue;
+                }
                 if !self.past_deadline && !self.draining && !c.lingering {
                     let guard = self.shared.counters.guard();
                     match c.session.http.slow_reason() {
@@ -73,7 +92,7 @@ impl Receiver {
                 }
                 if !self.past_deadline && !c.lingering && c.session.http.phase() == Phase::Head {
                     c.session.timeout_response(&self.w, &mut c.out);
-                    let _ = c.out.write(c.fd.as_fd());
+                    let _ = crate::wire::send(c.fd.as_fd(), &mut c.tls, &mut c.out);
                     c.out.clear();
                 }
             }
