@@ -8,17 +8,21 @@
 //! non-blocking (MSG_DONTWAIT in `Batch`) and wait in poll while the socket is full. The
 //! protocol work is the same `Session` the event engine drives.
 
+mod sock;
+
 use crate::front::Handoff;
 use crate::session::{Session, Stop, ThreadCtx};
 use crate::shared::Shared;
 use crate::wire::{self, Tls};
 use gearshift_core::metrics::Slow;
 use gearshift_core::output::{Batch, Flushed};
+use gearshift_core::tls::TlsConn;
 use gearshift_http::Phase;
 use gearshift_http::SlowReason;
 use rustix::event::{poll, PollFd, PollFlags};
 use rustix::fd::{AsFd, OwnedFd};
 use rustix::io::Errno;
+use sock::{linger, set_timeout, Timeout};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -40,6 +44,9 @@ pub struct Runner {
     /// own copy of `Shared` is invisible to the master).
     report: Option<Box<dyn FnMut(u64)>>,
     reported: u64,
+    /// HTTPS connections are served to their end here, never handed back: a process
+    /// engine's child, whose TLS state cannot cross to another process (`resident_tls`).
+    resident_tls: bool,
 }
 
 impl Runner {
@@ -51,7 +58,19 @@ impl Runner {
             last_flush_ms: 0,
             report: None,
             reported: 0,
+            resident_tls: false,
         }
+    }
+
+    /// Serve HTTPS connections to their end instead of handing them back when they wait
+    /// for input (a process engine's children: the TLS state lives in this process's
+    /// memory, and only a socket can be passed to another). An idle kept-alive HTTPS
+    /// connection then holds its child until its keep-alive timeout, as in Apache prefork,
+    /// unless connections wait for a child (`serve_session`'s `park` says 0): then it is
+    /// closed between requests.
+    pub fn resident_tls(mut self) -> Runner {
+        self.resident_tls = true;
+        self
     }
 
     /// Report requests answered to `f` (with the count since the last report) as they are
@@ -96,6 +115,33 @@ impl Runner {
     pub fn serve(&mut self, fd: OwnedFd, peer: SocketAddr, shared: &Shared) {
         let session = self.open(&fd, peer, shared);
         self.serve_session(fd, None, session, Vec::new(), shared, None);
+    }
+
+    /// Serve a connection just accepted on the HTTPS listener, handshake included (bounded
+    /// by `handshake_timeout_ms`), to its end; a panic closes it (see `serve_guarded`).
+    /// `linger` as in `serve_session` (0: others wait for this worker).
+    pub fn serve_tls(
+        &mut self,
+        fd: OwnedFd,
+        peer: SocketAddr,
+        tls: TlsConn,
+        shared: &Shared,
+        linger: &dyn Fn() -> u64,
+    ) {
+        let served = crate::guard::catch(shared, || {
+            self.tick(shared);
+            let svc = shared.service.load_full();
+            self.w.sync_log(&svc);
+            let _ = rustix::net::sockopt::set_tcp_nodelay(&fd, true);
+            self.prepare(&fd);
+            shared.counters.connection();
+            let session = Session::new(&svc, peer, self.w.now_ms);
+            let tls = Some(Box::new(tls));
+            self.serve_session(fd, tls, session, Vec::new(), shared, Some(linger));
+        });
+        if served.is_none() {
+            self.reset();
+        }
     }
 
     /// A new connection's session; sets the socket up for `serve_session`.
@@ -149,6 +195,7 @@ impl Runner {
         self.prepare(&h.fd);
         let mut session = Session::resume(&svc, h.peer, self.w.now_ms, h.requests, h.head_ms);
         session.listener = h.listener;
+        session.http.response_done(self.w.now_ms);
         if h.tls.is_none() {
             session.redirect_https = shared.redirect_https;
         }
@@ -175,9 +222,11 @@ impl Runner {
         park: Option<&dyn Fn() -> u64>,
     ) -> Option<Handoff> {
         self.tick(shared);
-        if park.is_some() {
-            session.http.response_done(self.w.now_ms);
-        }
+        // Never handed back: served here until it closes (`resident_tls`); idle, it waits
+        // for its next request up to the keep-alive deadline, unless `park` says others
+        // wait for this worker (0): then it is closed, as mpm_event closes kept-alive
+        // connections under pressure (clients re-send on a kept-alive connection closed).
+        let resident = self.resident_tls && tls.is_some();
         // Input handed in is processed before anything is read.
         let mut fresh = !kept.is_empty();
         // The socket's receive timeout: `TICK_MS` whenever no `serve_session` runs on it.
@@ -189,19 +238,22 @@ impl Runner {
             self.tick(shared);
             let idle = kept.is_empty() && session.http.phase() == Phase::Idle;
             if idle && !fresh {
-                if let Some(linger) = park {
+                // A resident connection before its first answer (in its handshake, or
+                // waiting for its first request) is not closed under pressure.
+                if let Some(linger) = park.filter(|_| !resident || session.http.requests() > 0) {
                     // Idle between requests: with nothing to read, hand it back (whoever
                     // parks it also closes it on a drain); with input waiting, serve it,
                     // even when draining (the answer then says `Connection: close`).
-                    if linger_until.is_none() {
+                    if linger_until.is_none() || resident {
                         let ms = if self.w.draining { 0 } else { linger() };
                         if ms > 0 {
-                            linger_until = Some(self.w.now_ms + ms);
+                            let ms = if resident { u64::MAX / 4 } else { ms };
+                            linger_until.get_or_insert(self.w.now_ms + ms);
                         } else {
                             let mut fds = [PollFd::new(&fd, PollFlags::IN)];
                             let buffered = tls.as_ref().is_some_and(|t| t.has_plaintext());
                             if !buffered && matches!(poll(&mut fds, 0), Ok(0)) {
-                                return Some(self.hand_back(fd, tls, &session, kept, rcv_ms));
+                                return self.give_back(fd, tls, &session, kept, rcv_ms);
                             }
                         }
                     }
@@ -212,9 +264,32 @@ impl Runner {
             if self.w.now_ms >= shared.life.drain_deadline_ms.load(Ordering::SeqCst) {
                 break;
             }
+            if wire::handshake_expired(&tls, self.w.now_ms) {
+                shared.counters.guard().slow(Slow::Handshake);
+                break;
+            }
+            // Before its first answer (handshake, first head), a resident connection gives way
+            // under pressure after `pressure_ms`, as one waiting in the head-reading stage
+            // would: a slow or silent HTTPS client must not hold a child while others wait.
+            if resident
+                && !fresh
+                && session.http.requests() == 0
+                && self.w.now_ms >= session.http.pressure_deadline()
+                && park.is_some_and(|p| p() == 0)
+            {
+                shared.counters.guard().slow(Slow::Pressure);
+                break;
+            }
+            // Handshake messages the socket did not take at once go out before waiting
+            // for the client's answer to them.
+            if wire::tls_waiting(&tls)
+                && !self.write_all(&fd, &mut tls, session.send_timeout_ms, shared)
+            {
+                break;
+            }
             let deadline = session.http.read_deadline();
             if self.w.now_ms >= deadline && idle && linger_until.is_some() {
-                return Some(self.hand_back(fd, tls, &session, kept, rcv_ms));
+                return self.give_back(fd, tls, &session, kept, rcv_ms);
             }
             if self.w.now_ms >= deadline && !fresh {
                 count_slow(shared, &session);
@@ -248,7 +323,7 @@ impl Runner {
                         let over = lingering.is_some_and(|u| self.w.now_ms >= u);
                         let again = !self.w.draining && park.is_some_and(|p| p() > 0);
                         if over || !again {
-                            return Some(self.hand_back(fd, tls, &session, kept, rcv_ms));
+                            return self.give_back(fd, tls, &session, kept, rcv_ms);
                         }
                         continue;
                     }
@@ -280,11 +355,13 @@ impl Runner {
                 session.written(self.w.now_ms);
                 if stop == Stop::Dynamic {
                     // Blocking is what this thread does anyway: run the exchange inline.
-                    // Held output (response buffering) is never made for HTTPS (exchange.rs).
+                    // Output held for a slow client (response buffering; over TLS also
+                    // ciphertext waiting in the TLS state) is written now, the backend
+                    // released.
                     let held = wire::with_client(fd.as_fd(), &mut tls, |client| {
                         crate::exchange::run(client, &mut session, &mut kept, shared, &mut self.w)
                     });
-                    if !held.is_empty() {
+                    if !held.is_empty() || wire::tls_waiting(&tls) {
                         self.batch = held;
                         if !self.write_all(&fd, &mut tls, session.send_timeout_ms, shared) {
                             shared.counters.guard().slow(Slow::Send);
@@ -311,7 +388,11 @@ impl Runner {
                 return None;
             }
             // Part of a head: the head-reading stage waits for the rest, not this worker.
-            if park.is_some() && session.http.phase() == Phase::Head && !self.w.draining {
+            if park.is_some()
+                && session.http.phase() == Phase::Head
+                && !self.w.draining
+                && !resident
+            {
                 return Some(self.hand_back(fd, tls, &session, kept, rcv_ms));
             }
         }
@@ -331,6 +412,23 @@ fn count_slow(shared: &Shared, session: &Session) {
 }
 
 impl Runner {
+    /// `hand_back`, except for an HTTPS connection served to its end here
+    /// (`resident_tls`): that one is closed (close_notify, then the FIN).
+    fn give_back(
+        &mut self,
+        fd: OwnedFd,
+        mut tls: Tls,
+        session: &Session,
+        kept: Vec<u8>,
+        rcv_ms: u64,
+    ) -> Option<Handoff> {
+        if self.resident_tls && tls.is_some() {
+            wire::closing(fd.as_fd(), &mut tls);
+            return None;
+        }
+        Some(self.hand_back(fd, tls, session, kept, rcv_ms))
+    }
+
     /// Give a connection waiting for input back to whoever parks it, its receive timeout
     /// reset, with the input not yet used (part of a head).
     fn hand_back(
@@ -388,47 +486,6 @@ impl Runner {
     pub fn idle_tick(&mut self, shared: &Shared) {
         self.tick(shared);
     }
-}
-
-/// Half-close and drain input briefly so the client reads the final answer, not a reset.
-fn linger(fd: &OwnedFd, buf: &mut [u8]) {
-    let _ = rustix::net::shutdown(fd, rustix::net::Shutdown::Write);
-    let until = std::time::Instant::now() + std::time::Duration::from_millis(LINGER_MS);
-    loop {
-        let left = until.saturating_duration_since(std::time::Instant::now());
-        if left.is_zero() {
-            return;
-        }
-        let mut fds = [PollFd::new(fd, PollFlags::IN)];
-        match poll(&mut fds, left.as_millis() as i32) {
-            Ok(0) => return,
-            Err(Errno::INTR) => continue,
-            Err(_) => return,
-            Ok(_) => {}
-        }
-        match rustix::io::read(fd, buf) {
-            Ok(0) => return,
-            Ok(_) | Err(Errno::INTR) | Err(Errno::AGAIN) => continue,
-            Err(_) => return,
-        }
-    }
-}
-
-#[derive(Clone, Copy)]
-enum Timeout {
-    Recv,
-    Send,
-}
-
-/// Set SO_RCVTIMEO or SO_SNDTIMEO to `ms` (at least 1: zero would mean no timeout).
-fn set_timeout(fd: &OwnedFd, which: Timeout, ms: u64) -> rustix::io::Result<()> {
-    use rustix::net::sockopt::{set_socket_timeout, Timeout as T};
-    let d = std::time::Duration::from_millis(ms.max(1));
-    let which = match which {
-        Timeout::Recv => T::Recv,
-        Timeout::Send => T::Send,
-    };
-    set_socket_timeout(fd, which, Some(d))
 }
 
 pub fn unix_now() -> u64 {

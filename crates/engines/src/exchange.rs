@@ -21,13 +21,13 @@ use rustix::fd::BorrowedFd;
 use std::net::SocketAddr;
 
 /// Run the dynamic request `session` reported with `Stop::Dynamic` on `client` (its socket
-/// non-blocking, its TLS state if it is HTTPS;
-/// waits are polls). `input` holds the bytes read after the head (body, maybe pipelined
+/// non-blocking, its TLS state if it is HTTPS; waits are polls). `input` holds the bytes read after the head (body, maybe pipelined
 /// requests); on return it holds what follows this request. Afterwards
 /// `session.close_after_write` says whether the connection must close. The response is
 /// written, except what response buffering held for a slow client: that is returned, for
 /// the engine to write after the exchange (its backend already released), before anything
-/// else on the connection.
+/// else on the connection; over TLS, after the ciphertext waiting in the TLS state
+/// (`wire::send` flushes that first).
 #[must_use]
 pub fn run(
     client: Client<'_>,
@@ -97,12 +97,10 @@ pub fn run(
     // Response buffering writes only what the socket takes at once: the blocking engines'
     // sockets (blocking, with a send timeout) are made non-blocking for the exchange.
     let mut restore = None;
-    // Not over TLS yet: held output is written to the socket as it is, and TLS records
-    // must be made as they are sent (a slow HTTPS reader still holds its backend).
-    if let Some(b) = svc
-        .buffering(route)
-        .filter(|b| b.response && !client.is_tls())
-    {
+    // Over TLS, `Out` writes through the client's TLS state: held output is plaintext,
+    // encrypted when the engine writes it (`wire::send`), and ciphertext rustls took but
+    // the socket did not waits in the TLS state (`wire::tls_waiting`) for the engine.
+    if let Some(b) = svc.buffering(route).filter(|b| b.response) {
         out.buffer_response(&b);
         restore = nonblocking(fd);
     }
@@ -141,9 +139,17 @@ pub fn run(
 
 /// Write output an exchange held for a slow client (`run`'s result) with blocking waits,
 /// for engines whose thread holds the connection anyway; false (the connection must
-/// close) if the client took nothing for the send timeout or went away.
-pub fn write_held(fd: BorrowedFd<'_>, mut held: Batch, send_ms: u64, shared: &Shared) -> bool {
-    held.is_empty() || gearshift_handlers::stream::write_all(fd, &mut held, send_ms, &shared.life)
+/// close) if the client took nothing for the send timeout or went away. Over TLS it also
+/// flushes ciphertext the TLS state holds, so it runs even when `held` is empty.
+pub fn write_held<'a>(
+    client: impl Into<Client<'a>>,
+    mut held: Batch,
+    send_ms: u64,
+    shared: &Shared,
+) -> bool {
+    let client = client.into();
+    (held.is_empty() && !client.is_tls())
+        || gearshift_handlers::stream::write_all(client, &mut held, send_ms, &shared.life)
 }
 
 /// Make `fd` non-blocking if it is not; its flags before, when they changed.

@@ -8,8 +8,16 @@
 //! accept queue (as with Apache's MaxRequestWorkers). It reaps on every turn, so no child
 //! stays a zombie.
 //!
-//! A SIGHUP reloads the master's service; children forked afterwards get the new one, being
-//! copies of the master. `max_children` is a live knob, re-read on every turn.
+//! HTTPS: the stage accepts on the HTTPS listener too and runs the handshake (non-blocking,
+//! under `handshake_timeout_ms`) while it reads the first head; the child forked for the
+//! connection gets its TLS state as part of its copy of the master (the master drops its
+//! own), and, since TLS state cannot be passed back to another process, serves that
+//! connection to its end (`Runner::resident_tls`): a kept-alive HTTPS connection holds its
+//! child until the keep-alive timeout.
+//!
+//! A SIGHUP reloads the master's service and certificates; children forked afterwards get
+//! the new ones, being copies of the master. `max_children` is a live knob, re-read on every
+//! turn.
 
 pub mod process;
 
@@ -245,6 +253,10 @@ impl Master {
             let Some(h) = self.front.as_mut().and_then(Front::pop_ready) else {
                 return;
             };
+            // The child must not count its own connection as one waiting for a child (it
+            // would close a resident HTTPS connection as soon as it fell idle).
+            let ready = self.front.as_ref().map_or(0, Front::ready_len);
+            self.children.board.header().set_ready(ready);
             if let Err(h) = self.fork_child(h, shared) {
                 if let Some(f) = &mut self.front {
                     f.unpop(*h);
@@ -308,7 +320,7 @@ fn serve_one(
     slot.set_pid(rustix::process::getpid().as_raw_nonzero().get() as u32);
     slot.set_state(State::Busy);
     slot.add_connection();
-    let mut w = Runner::new(shared);
+    let mut w = Runner::new(shared).resident_tls();
     let header = board.header();
     let counter = board.clone();
     w.report_requests(Box::new(move |n| counter.slot(i).add_requests(n)));

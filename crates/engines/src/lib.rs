@@ -47,9 +47,12 @@ pub const NAMES: &[&str] = &[
 ];
 
 /// Engines that serve HTTPS (`[tls]`): TLS sits between their sockets and the session.
-/// Not yet: fork and prefork (connections cross processes between the head-reading stage
-/// and the children, and TLS state cannot), staged and uring.
-pub const TLS_ENGINES: &[&str] = &["event", "threads", "pool", "worker"];
+/// In fork and prefork, whose connections cross processes, an HTTPS connection stays in
+/// the process that holds its TLS state (see fork.rs, prefork.rs); uring encrypts into
+/// buffers it sends through the ring (uring/tls.rs).
+pub const TLS_ENGINES: &[&str] = &[
+    "event", "threads", "pool", "worker", "fork", "prefork", "staged", "uring",
+];
 
 /// A concurrency architecture. `run` is called on the master (main) thread after the
 /// listeners are bound (it serves every one of them); it serves until `host` asks for shutdown, drains within the

@@ -14,6 +14,15 @@
 //!   that the configuration changed (a generation in the scoreboard header: reloaded
 //!   children leave between connections and the master replaces each with a child of the
 //!   new configuration, as Apache's graceful restart does) or that logs must be reopened.
+//! - HTTPS (`[tls]`): a connection's TLS state lives in one process's memory and cannot be
+//!   passed, so the master's stage leaves the HTTPS listener alone and idle children accept
+//!   on it themselves, as Apache prefork's do: the child runs the handshake (under
+//!   `handshake_timeout_ms`) and serves the connection to its end with the same `Runner`;
+//!   idle between requests, it lets it go when connections wait for a child (ready in the
+//!   master, or in the HTTPS backlog with no child idle), not only at the keep-alive timeout,
+//!   and a handshake or first head slower than `http.pressure_timeout_ms` gives way to them.
+//!   A reload replaces the children (see above), so new handshakes get the new
+//!   certificates from children forked after it.
 //! - A child killed by a signal is logged and replaced at once; other children's
 //!   connections are untouched.
 //! - The knobs the master acts on live in one `PreforkKnobs` value, re-read from
@@ -175,7 +184,8 @@ impl super::Engine for PreforkEngine {
         shared.set_engine("prefork", Box::new(move || process::stats(&stats)));
         listener.set_nonblocking()?;
         let cap = limits::connection_cap(shared.service.load().max_connections, limits::nofile());
-        let front = Front::new(&listener, cap, false)?;
+        // HTTPS connections are accepted by the children (`child.rs`), not passed.
+        let front = Front::new(&listener, cap, false)?.plain_only(&listener);
         // The master passes connections on `to_tx`, children take them from `to_rx` (a
         // blocking receive that gives up every tick); they pass them back on `back_tx`.
         let (to_tx, to_rx) = pass::pair()?;
@@ -323,6 +333,8 @@ impl Master<'_> {
             let Some(h) = front.pop_ready() else {
                 return;
             };
+            // The child taking it must not count it as waiting (see `Header::pressure`).
+            self.children.board.header().set_ready(front.ready_len());
             match pass::send(tx.as_fd(), h, true) {
                 Ok(()) => {}
                 // Every child's queue is full: the connection waits here.

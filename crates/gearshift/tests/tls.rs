@@ -1,11 +1,11 @@
 //! HTTPS end to end: the real binary with `[tls]`, a test CA and certificates made here with
 //! rcgen, and a rustls client: GET over TLS 1.3 and 1.2, ALPN http/1.1, keep-alive, SNI
-//! choosing the certificate, a large file and a dynamic answer over TLS, redirect_http,
+//! choosing the certificate, a large file and a dynamic answer over TLS, response buffering
+//! for a slow HTTPS reader (encrypted, and the backend released), redirect_http,
 //! bad certificates refused at start with one line, and a certificate reloaded (SIGHUP)
-//! under `gearshift load` with no failed request. Every test runs on GEARSHIFT_TEST_ENGINE;
-//! engines that do not serve HTTPS yet (fork, prefork, staged, uring) must refuse the
-//! configuration at start with one line naming `--engine event`: that is what this suite
-//! checks for them.
+//! under `gearshift load` with no failed request. Every test runs on GEARSHIFT_TEST_ENGINE
+//! (every engine serves HTTPS; one that did not would have to refuse the configuration at
+//! start with one line naming `--engine event`, which `start` checks).
 
 mod common;
 
@@ -18,7 +18,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Engines that serve HTTPS (`gearshift_engines::TLS_ENGINES`).
-const TLS_ENGINES: &[&str] = &["event", "threads", "pool", "worker"];
+const TLS_ENGINES: &[&str] = &[
+    "event", "threads", "pool", "worker", "fork", "prefork", "staged", "uring",
+];
 
 fn engine() -> String {
     std::env::var("GEARSHIFT_TEST_ENGINE").unwrap_or_else(|_| "event".into())
@@ -152,6 +154,11 @@ fn connect(
 fn get(s: &mut Stream, path: &str, extra: &str) -> (String, Vec<u8>) {
     write!(s, "GET {path} HTTP/1.1\r\nHost: localhost\r\n{extra}\r\n").unwrap();
     s.flush().unwrap();
+    answer(s)
+}
+
+/// Read a response (Content-Length framed): (head, body).
+fn answer(s: &mut Stream) -> (String, Vec<u8>) {
     let mut buf = Vec::new();
     let mut byte = [0u8; 1];
     while !buf.ends_with(b"\r\n\r\n") {
@@ -243,9 +250,9 @@ fn dynamic_answers_come_over_tls() {
     assert!(get(&mut c, "/", "").0.starts_with("HTTP/1.1 200"));
 }
 
-/// A CGI answer larger than the socket takes while the client is not reading: response
-/// buffering may not hold it as plaintext on an HTTPS connection (it is not made for TLS
-/// clients); every byte arrives through TLS.
+/// A CGI answer larger than the socket takes while the client is not reading: what
+/// response buffering holds must still be written through TLS (once it went out as
+/// plaintext); every byte arrives encrypted and intact.
 #[test]
 fn a_large_cgi_answer_to_a_slow_reader_comes_over_tls() {
     use std::os::unix::fs::PermissionsExt;
@@ -287,6 +294,68 @@ fn a_large_cgi_answer_to_a_slow_reader_comes_over_tls() {
         assert_eq!(c.read(&mut byte).unwrap(), 1, "second answer cut short");
         rest.push(byte[0]);
     }
+}
+
+/// Response buffering over TLS: a client that reads nothing of a 32 MiB CGI answer holds
+/// neither the script (it finishes: its output is held, encrypted as the client reads) nor,
+/// on the event engine, the one dynamic worker (another HTTPS client's CGI request is
+/// answered meanwhile); then every byte arrives through TLS.
+#[test]
+fn a_slow_tls_reader_releases_the_cgi_script_and_its_worker() {
+    use std::os::unix::fs::PermissionsExt;
+    const N: usize = 32 << 20;
+    let dir = docroot();
+    dir.mkdir("root/cgi-bin");
+    for (name, src) in [
+        (
+            "big.sh",
+            format!(
+                "#!/bin/sh\nprintf 'Content-Type: application/octet-stream\\r\\nContent-Length: {N}\\r\\n\\r\\n'\nhead -c {N} /dev/zero\ntouch \"${{SCRIPT_FILENAME%/*}}/finished\"\n"
+            ),
+        ),
+        (
+            "hello.sh",
+            "#!/bin/sh\nprintf 'Content-Type: text/plain\\r\\nContent-Length: 6\\r\\n\\r\\nhello\\n'\n".into(),
+        ),
+    ] {
+        let p = dir.write(&format!("root/cgi-bin/{name}"), src);
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let ca = Ca::new();
+    ca.leaf(dir.path(), "a", &["localhost"], false);
+    let extra = "[cgi]\ndirs = [\"/cgi-bin\"]\n[dynamic]\nthreads = 1\n";
+    let Some((_s, addr)) = start(&dir, &tls_config(&dir, &[("a", &["localhost"])], extra)) else {
+        return;
+    };
+    let mut slow = connect(&ca, addr, "localhost", &rustls::version::TLS13);
+    write!(
+        slow,
+        "GET /cgi-bin/big.sh HTTP/1.1\r\nHost: localhost\r\n\r\n"
+    )
+    .unwrap();
+    slow.flush().unwrap();
+    let finished = dir.join("root/cgi-bin/finished");
+    assert!(
+        poll(Duration::from_secs(20), || finished.exists().then_some(())).is_some(),
+        "the script is held by an HTTPS client that does not read"
+    );
+    if engine() == "event" {
+        // The dynamic pool's one thread is free: it runs another exchange.
+        let mut c = connect(&ca, addr, "localhost", &rustls::version::TLS13);
+        let (head, body) = get(&mut c, "/cgi-bin/hello.sh", "");
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        assert_eq!(body, b"hello\n");
+    }
+    let (head, body) = answer(&mut slow);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(body.len(), N, "{head}");
+    assert!(
+        body.iter().all(|&b| b == 0),
+        "the answer came through intact"
+    );
+    let (head, body) = get(&mut slow, "/index.html", "");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(body, b"hello over tls\n");
 }
 
 #[test]
@@ -427,4 +496,57 @@ fn a_handshake_that_stalls_is_closed_at_its_timeout() {
     // A complete handshake afterwards still works.
     let mut c = connect(&ca, addr, "localhost", &rustls::version::TLS13);
     assert!(get(&mut c, "/", "").0.starts_with("HTTP/1.1 200"));
+}
+
+#[test]
+fn an_idle_kept_alive_connection_does_not_keep_new_ones_waiting() {
+    let dir = docroot();
+    let ca = Ca::new();
+    ca.leaf(dir.path(), "a", &["localhost"], false);
+    // One worker (fork: one child; prefork: one child at most) and a long keep-alive: in
+    // the process engines an HTTPS connection stays with its child, which must let an idle
+    // one go when another connection waits, not hold it for the keep-alive timeout.
+    let extra = "[http]\nkeepalive_timeout_ms = 60000\n[prefork]\nstart_servers = 1\n\
+                 min_spare_servers = 1\nmax_spare_servers = 1\nmax_request_workers = 1\n";
+    let Some((_s, addr)) = start(&dir, &tls_config(&dir, &[("a", &["localhost"])], extra)) else {
+        return;
+    };
+    let mut first = connect(&ca, addr, "localhost", &rustls::version::TLS13);
+    assert!(get(&mut first, "/", "").0.starts_with("HTTP/1.1 200"));
+    // `first` stays open and idle; a second connection is served well before 60 s (the
+    // handshake and the answer each wait at most 10 s: `connect` and `get` panic beyond).
+    let mut second = connect(&ca, addr, "localhost", &rustls::version::TLS13);
+    let (head, body) = get(&mut second, "/", "");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(body, b"hello over tls\n");
+    drop(first);
+}
+
+#[test]
+fn a_stalled_handshake_gives_way_to_a_waiting_connection() {
+    let dir = docroot();
+    let ca = Ca::new();
+    ca.leaf(dir.path(), "a", &["localhost"], false);
+    // One worker (prefork: one child at most, which runs the handshakes itself) and a
+    // handshake timeout far beyond the client's patience below.
+    let extra = "[prefork]\nstart_servers = 1\nmin_spare_servers = 1\nmax_spare_servers = 1\n\
+                 max_request_workers = 1\n";
+    let cfg = tls_config(&dir, &[("a", &["localhost"])], extra)
+        .replace("[tls]\n", "[tls]\nhandshake_timeout_ms = 60000\n");
+    let Some((_s, addr)) = start(&dir, &cfg) else {
+        return;
+    };
+    // The start of a ClientHello, then nothing (as a slowloris would).
+    let mut stalled = TcpStream::connect(addr).unwrap();
+    stalled
+        .write_all(&[0x16, 0x03, 0x01, 0x00, 0x50, 0x01])
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    // A real client is served well before the handshake timeout (60 s) or the first-byte
+    // timeout (20 s): `connect` and `get` each wait 10 s at most.
+    let mut c = connect(&ca, addr, "localhost", &rustls::version::TLS13);
+    let (head, body) = get(&mut c, "/", "");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(body, b"hello over tls\n");
+    drop(stalled);
 }

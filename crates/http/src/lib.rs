@@ -16,6 +16,7 @@ pub mod parse;
 pub mod proxied;
 pub mod range;
 pub mod response;
+pub mod shape;
 
 pub use body::{BodyDecoder, BodyError, Decoded, Framing};
 pub use conn::{Conn, Event, Phase, SlowReason};

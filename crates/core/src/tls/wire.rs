@@ -100,9 +100,10 @@ pub fn flush(fd: BorrowedFd<'_>, tls: &mut TlsConn) -> Result<(u64, bool), Errno
     Ok((total, true))
 }
 
-/// Hand the front of `batch` to rustls until it is empty or rustls is full; returns the
+/// Hand the front of `batch` to rustls until it is empty or rustls is full (engines that
+/// write ciphertext themselves, uring, call it, then `TlsConn::write_to`); returns the
 /// plaintext bytes taken.
-fn encrypt(tls: &mut TlsConn, batch: &mut Batch) -> Result<u64, Errno> {
+pub fn encrypt(tls: &mut TlsConn, batch: &mut Batch) -> Result<u64, Errno> {
     let mut total = 0u64;
     loop {
         let taken = match batch.pieces.front() {

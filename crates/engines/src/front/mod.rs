@@ -13,11 +13,12 @@
 //! reached with connections queueing in the backlog) the wait for a head is cut to
 //! `pressure_ms`, and at the cap the waiting connections closest to their deadlines make
 //! room for those queueing.
+//! On the HTTPS listener it runs the TLS handshake too (unless `plain_only`: prefork).
 //! The stage runs no thread of its own: an engine calls `turn` from its acceptor thread
 //! (threads, pool), its master's loop (fork, prefork) or its listener thread (worker).
 
 use crate::limits::Acceptor;
-use crate::listeners::{Listeners, Taken};
+use crate::listeners::{Listener, Listeners, Taken};
 use crate::shared::Shared;
 use gearshift_core::metrics::Slow;
 use gearshift_handlers::Service;
@@ -97,6 +98,8 @@ pub struct Front {
     buf: Vec<u8>,
     last_sweep_ms: u64,
     events: EventVec,
+    /// It accepts on the HTTPS listeners too (`plain_only` turns it off).
+    https: bool,
 }
 
 impl Front {
@@ -119,6 +122,7 @@ impl Front {
             buf: vec![0; 16 * 1024],
             last_sweep_ms: 0,
             events: EventVec::with_capacity(256),
+            https: true,
         };
         f.listen(listeners, true);
         Ok(f)
@@ -138,6 +142,15 @@ impl Front {
             EventFlags::IN,
         )?;
         Ok(())
+    }
+
+    /// Leave the HTTPS listener to others (prefork's children accept on it themselves:
+    /// a connection's TLS state cannot be passed to another process).
+    pub fn plain_only(mut self, listeners: &Listeners) -> Front {
+        self.listen(listeners, false);
+        self.https = false;
+        self.listen(listeners, true);
+        self
     }
 
     /// Let the stage accept, or not (it stops at its next turn).
@@ -270,7 +283,12 @@ impl Front {
         if self.exclusive {
             flags |= EventFlags::EXCLUSIVE;
         }
-        if listeners.watch(&self.epoll, LISTENERS, flags, on).is_ok() {
+        let https = self.https;
+        let which = |l: &Listener| https || !l.https;
+        if listeners
+            .watch_some(&self.epoll, LISTENERS, flags, on, which)
+            .is_ok()
+        {
             self.listening = on;
         }
     }

@@ -1,7 +1,8 @@
 //! A prefork child's life (Apache mpm_prefork's `child_main`): take a connection the
 //! master passes, serve it with the blocking `Runner` until it waits for input again, pass
 //! it back, repeat; leave when retired, reloaded, drained or done with
-//! MaxConnectionsPerChild.
+//! MaxConnectionsPerChild. With `[tls]`, an idle child also accepts on the HTTPS listener
+//! itself and serves what it accepts there to its end (TLS state cannot be passed back).
 
 use crate::blocking::Runner;
 use crate::front::PROCESS_LINGER_MS;
@@ -10,6 +11,9 @@ use crate::scoreboard::{Scoreboard, State};
 use crate::shared::Shared;
 use rustix::fd::BorrowedFd;
 use std::sync::Arc;
+
+/// Longest an idle child serving HTTPS too waits in poll before looking at its slot.
+const ACCEPT_TICK_MS: i32 = 200;
 
 /// A child's life: take a connection, serve it, pass it back, repeat, until retired,
 /// reloaded, drained or done.
@@ -24,12 +28,19 @@ pub(super) fn child_main(
     let (slot, header) = (board.slot(i), board.header());
     slot.set_pid(rustix::process::getpid().as_raw_nonzero().get() as u32);
     let mut log_generation = header.log_generation();
-    let mut w = Runner::new(shared);
+    let mut w = Runner::new(shared).resident_tls();
+    let acceptor = crate::limits::Acceptor::new();
     let counter = board.clone();
     w.report_requests(Box::new(move |n| counter.slot(i).add_requests(n)));
     let mut served = 0u64;
     let mut buf = Vec::new();
     slot.set_state(State::Idle);
+    // How long a connection waiting for its next request keeps this child: 0 while others
+    // wait for one (see `pressure`).
+    let linger = || match pressure(&board, shared.tls.as_deref()) {
+        true => 0,
+        false => PROCESS_LINGER_MS,
+    };
     loop {
         // Draining, a child still takes what the master passes (requests begun before the
         // drain) until the master closes the socket or the drain deadline passes.
@@ -52,23 +63,36 @@ pub(super) fn child_main(
                 }
             }
         }
-        let h = match pass::recv(to_rx, &mut buf) {
-            Received::Conn(h) => h,
-            Received::Nothing => {
+        let https = shared.tls.as_deref().filter(|_| !draining);
+        // Reloaded meanwhile: this child's certificates are the old ones, it accepts no more.
+        let stale = || header.generation() != generation;
+        let h = match take(to_rx, https, &stale, &acceptor, shared, &mut buf) {
+            Taken::Conn(h) => h,
+            Taken::Tls(fd, peer) => {
+                let Some(t) = https.map(|t| t.accept(shared.now_ms())) else {
+                    continue;
+                };
+                match t {
+                    Ok(t) => {
+                        slot.set_state(State::Busy);
+                        slot.add_connection();
+                        w.serve_tls(fd, peer, t, shared, &linger);
+                        w.idle_tick(shared);
+                        served += 1;
+                        slot.set_state(State::Idle);
+                    }
+                    Err(e) => gearshift_core::error_limited!("{e}"),
+                }
+                continue;
+            }
+            Taken::Nothing => {
                 w.idle_tick(shared);
                 continue;
             }
-            Received::Closed => break,
+            Taken::Closed => break,
         };
         slot.set_state(State::Busy);
         slot.add_connection();
-        let linger = || {
-            if header.pressure() {
-                0
-            } else {
-                PROCESS_LINGER_MS
-            }
-        };
         if let Some(h) = w.serve_guarded(h, shared, &linger) {
             let _ = pass::send(back_tx, h, false);
         }
@@ -80,4 +104,71 @@ pub(super) fn child_main(
     slot.set_state(State::Dying);
     w.flush_log();
     0
+}
+
+/// Connections wait for a child: ready ones the master holds, or HTTPS connections in the
+/// listener's backlog with no child idle to accept them (a kept-alive HTTPS connection
+/// holds its child: without this, new ones would wait for keep-alive timeouts).
+fn pressure(board: &Scoreboard, https: Option<&gearshift_core::tls::Tls>) -> bool {
+    use rustix::event::{poll, PollFd, PollFlags};
+    board.header().pressure()
+        || https.is_some_and(|t| {
+            let mut fds = [PollFd::new(&t.listener, PollFlags::IN)];
+            board.counts().idle == 0 && matches!(poll(&mut fds, 0), Ok(n) if n > 0)
+        })
+}
+
+/// What an idle child got.
+enum Taken {
+    /// A connection the master passed.
+    Conn(crate::front::Handoff),
+    /// A connection it accepted on the HTTPS listener.
+    Tls(rustix::fd::OwnedFd, std::net::SocketAddr),
+    Nothing,
+    Closed,
+}
+
+/// Wait (a tick at most) for a connection from the master, or, with `https`, on the HTTPS
+/// listener too (unless `stale`: then the child is about to leave). The listener is non-blocking and shared by every idle child: the ones
+/// that lose the race find it empty.
+fn take(
+    to_rx: BorrowedFd<'_>,
+    https: Option<&gearshift_core::tls::Tls>,
+    stale: &dyn Fn() -> bool,
+    acceptor: &crate::limits::Acceptor,
+    shared: &Shared,
+    buf: &mut Vec<u8>,
+) -> Taken {
+    use rustix::event::{poll, PollFd, PollFlags};
+    let Some(t) = https.filter(|_| acceptor.paused_for_ms() == 0) else {
+        return passed(to_rx, buf);
+    };
+    let mut fds = [
+        PollFd::new(&to_rx, PollFlags::IN),
+        PollFd::new(&t.listener, PollFlags::IN),
+    ];
+    match poll(&mut fds, ACCEPT_TICK_MS) {
+        Ok(n) if n > 0 => {}
+        _ => return Taken::Nothing,
+    }
+    let (from_master, from_listener) = (!fds[0].revents().is_empty(), !fds[1].revents().is_empty());
+    if from_master {
+        return passed(to_rx, buf);
+    }
+    if from_listener && !stale() {
+        use crate::limits::Accepted;
+        if let Accepted::Conn(fd, peer) = acceptor.accept(&t.listener, false, shared.counters) {
+            return Taken::Tls(fd, peer);
+        }
+    }
+    Taken::Nothing
+}
+
+/// A connection the master passed (waiting up to the socket's receive timeout).
+fn passed(to_rx: BorrowedFd<'_>, buf: &mut Vec<u8>) -> Taken {
+    match pass::recv(to_rx, buf) {
+        Received::Conn(h) => Taken::Conn(h),
+        Received::Nothing => Taken::Nothing,
+        Received::Closed => Taken::Closed,
+    }
 }

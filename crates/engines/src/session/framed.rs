@@ -6,7 +6,8 @@ use super::{DynamicRequest, Seen, Session, Stop, ThreadCtx};
 use gearshift_core::output::Batch;
 use gearshift_handlers::stream::spool::BodySpool;
 use gearshift_handlers::Service;
-use gearshift_http::{Event, Framing};
+use gearshift_http::shape::{Fields, HeadShape};
+use gearshift_http::{Event, Framing, RequestHead};
 
 /// Most requests `frame` collects before handing them on, so one pipelining client cannot
 /// make a single hand-off (and its output) unbounded.
@@ -15,11 +16,13 @@ pub const MAX_FRAMED: usize = 32;
 /// One thing `frame` found in the input, for `answer_framed` to act on in order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Frame {
-    /// A complete request (its body, if any, fully arrived): head bytes `heads[start..end]`.
+    /// A complete request (its body, if any, fully arrived): head bytes `heads[start..end]`,
+    /// parsed already if `shape` (an index into `Framed::shapes`).
     Request {
         start: usize,
         end: usize,
         seen: Seen,
+        shape: Option<usize>,
     },
     /// The client expects `100 Continue` before it sends the body.
     Continue,
@@ -30,11 +33,15 @@ enum Frame {
 /// Requests read but not yet answered: the hand-off from the read half of a split session
 /// (`Session::frame`) to its handler half (`Session::answer_framed`), which may run on
 /// another thread. Head bytes are copied (they are small), so the read buffer is free again
-/// at once; the vectors keep their capacity from request to request.
+/// at once, with the head as `frame` parsed it (its shape: offsets into those bytes), so the
+/// handler half does not parse it again; the vectors keep their capacity from request to
+/// request.
 #[derive(Debug, Default)]
 pub struct Framed {
     heads: Vec<u8>,
     frames: Vec<Frame>,
+    shapes: Vec<HeadShape>,
+    fields: Fields,
 }
 
 impl Framed {
@@ -51,15 +58,26 @@ impl Framed {
     pub fn clear(&mut self) {
         self.heads.clear();
         self.frames.clear();
+        self.shapes.clear();
+        self.fields.clear();
     }
 
-    fn push_request(&mut self, head: &[u8], seen: Seen) {
+    /// A request whose head bytes are `head`, and `parsed` the head parsed from exactly
+    /// those bytes if the caller has it.
+    fn push_request(&mut self, head: &[u8], parsed: Option<&RequestHead<'_>>, seen: Seen) {
         let start = self.heads.len();
         self.heads.extend_from_slice(head);
+        let shape = parsed
+            .and_then(|p| HeadShape::of(p, head, &mut self.fields))
+            .map(|s| {
+                self.shapes.push(s);
+                self.shapes.len() - 1
+            });
         self.frames.push(Frame::Request {
             start,
             end: self.heads.len(),
             seen,
+            shape,
         });
     }
 }
@@ -139,14 +157,14 @@ impl Session {
                 }
                 Event::Head(head) => {
                     let seen = self.current();
-                    framed.push_request(&input[pos - n..pos], seen);
+                    framed.push_request(&input[pos - n..pos], Some(&head), seen);
                     if !head.keep_alive || seen.seq >= svc.keepalive_requests {
                         return (pos, Stop::Close);
                     }
                 }
                 Event::BodyEnd => {
                     let bytes = self.deferred.take().unwrap_or_default();
-                    framed.push_request(&bytes, self.current());
+                    framed.push_request(&bytes, None, self.current());
                 }
                 Event::Error(e) => {
                     self.dynamic = None;
@@ -173,7 +191,23 @@ impl Session {
             match frame {
                 Frame::Continue => out.push_bytes(gearshift_http::response::CONTINUE),
                 Frame::Error(status) => self.fail(status, w, out),
-                Frame::Request { start, end, seen } => {
+                Frame::Request {
+                    start,
+                    end,
+                    seen,
+                    shape: Some(i),
+                } => {
+                    let mut head =
+                        framed.shapes[i].head(&framed.heads[start..end], &framed.fields);
+                    head.listener = self.listener;
+                    self.answer(&head, seen, svc, w, out);
+                }
+                Frame::Request {
+                    start,
+                    end,
+                    seen,
+                    shape: None,
+                } => {
                     match self.parse_head(&framed.heads[start..end], svc) {
                         Some(head) => self.answer(&head, seen, svc, w, out),
                         // Only if a reload tightened the limits in between (as in `process`).

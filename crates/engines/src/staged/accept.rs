@@ -3,6 +3,8 @@
 //! stage. Room in the receive queue is reserved before accepting, so when receive falls
 //! behind, connections wait in the kernel's accept queue rather than being dropped. Only
 //! new connections pass here; keep-alive ones go from send straight back to receive.
+//! With `[tls]` it accepts on the HTTPS listener too; those connections carry their TLS
+//! state (`Conn::tls`), whose handshake the receive stage drives as it reads.
 
 use super::stats::Stage;
 use super::{Conn, Pipeline};
@@ -35,10 +37,22 @@ pub(super) fn run(p: &Arc<Pipeline>, listeners: &Listeners, shared: &Shared) -> 
         if p.should_retire(Stage::Accept) {
             return false;
         }
-        // At the connection cap, or out of descriptors: connections wait in the backlog.
+        // At the connection cap, or out of descriptors (an accept failed: the cap sized
+        // against the limit was not low enough): connections wait in the backlog, and the
+        // receive threads make room for as many as queue (`Pipeline::queued`).
         let paused = acceptor.paused_for_ms();
         let at_cap = p.stats.connections.load(Ordering::Relaxed) >= cap_conns;
-        let queueing = at_cap && listeners.backlog_waiting();
+        let queueing = (at_cap || paused > 0) && listeners.backlog_waiting();
+        let queued = match queueing {
+            true => listeners
+                .iter()
+                .filter_map(|l| gearshift_core::metrics::procfs::accept_queue(&l.socket))
+                .map(|(len, _)| len as usize)
+                .sum::<usize>()
+                .clamp(1, super::receive::MAX_EVICT),
+            false => 0,
+        };
+        p.queued.store(queued, Ordering::Relaxed);
         p.pressure.store(queueing, Ordering::Relaxed);
         if paused > 0 || at_cap {
             std::thread::sleep(std::time::Duration::from_millis(paused.clamp(10, 100)));
@@ -50,7 +64,12 @@ pub(super) fn run(p: &Arc<Pipeline>, listeners: &Listeners, shared: &Shared) -> 
         let t0 = p.stats.now_ns();
         st.enter();
         let cap = receive.queue_cap.load(Ordering::Relaxed).max(1);
-        let (room, blocked) = p.accepted.reserve(ACCEPT_BATCH, cap, &stop);
+        // No more than the connection cap leaves room for: a batch past it would hold
+        // descriptors the cap keeps free (with a low RLIMIT_NOFILE, accept's EMFILE).
+        let below_cap = cap_conns.saturating_sub(p.stats.connections.load(Ordering::Relaxed));
+        let (room, blocked) = p
+            .accepted
+            .reserve(ACCEPT_BATCH.min(below_cap).max(1), cap, &stop);
         st.add_blocked(blocked);
         if room == 0 {
             st.leave(0);
@@ -66,7 +85,12 @@ pub(super) fn run(p: &Arc<Pipeline>, listeners: &Listeners, shared: &Shared) -> 
                     shared.counters.connection();
                     let mut session = Session::new(&svc, new.peer, now_ms);
                     session.listener = new.listener;
-                    batch.push(Conn::new(new.fd, session, now_ns));
+                    if new.tls.is_none() {
+                        session.redirect_https = shared.redirect_https;
+                    }
+                    let mut c = Conn::new(new.fd, session, now_ns);
+                    c.tls = new.tls;
+                    batch.push(c);
                 }
                 Taken::Dropped => continue,
                 // Nothing queued, or out of descriptors (the rest stays in the kernel).

@@ -19,6 +19,9 @@
 //! none, connections wait in the kernel's accept queue); receive waits for room in the
 //! process queue, process for room in the send queue. Returning connections are never
 //! refused (they are not new work), so the queues cannot deadlock in a cycle.
+//!
+//! HTTPS: accept takes the HTTPS listener too, and a connection's TLS state travels in its
+//! `Conn` like its session, so each stage reads and writes through it (`wire`).
 
 // Connections travel between stages as `Box<Conn>`: a `Conn` is several hundred bytes
 // (session, framed requests, output batch), so boxing keeps every hand-off to a one-pointer
@@ -63,6 +66,9 @@ enum Next {
 /// One connection and everything it carries between stages.
 struct Conn {
     fd: OwnedFd,
+    /// TLS state (connections from the HTTPS listener): it travels with the connection,
+    /// so every stage reads and writes through it (`wire`).
+    tls: crate::wire::Tls,
     session: Session,
     /// Requests read by receive, waiting for process.
     framed: Framed,
@@ -91,6 +97,7 @@ impl Conn {
     fn new(fd: OwnedFd, session: Session, now_ns: u64) -> Box<Conn> {
         Box::new(Conn {
             fd,
+            tls: None,
             session,
             framed: Framed::default(),
             out: Batch::default(),
@@ -125,9 +132,12 @@ struct Pipeline {
     serial: AtomicUsize,
     /// accept(2) with its back-off, shared by the accept threads.
     acceptor: crate::limits::Acceptor,
-    /// At the connection cap with connections queueing in the backlog: the receive threads
-    /// cut waits for heads to the pressure timeout.
+    /// At the connection cap (or out of descriptors) with connections queueing in the
+    /// backlog: the receive threads cut waits for heads to the pressure timeout.
     pressure: std::sync::atomic::AtomicBool,
+    /// Connections queueing then (the listener's accept queue, at most `MAX_EVICT`): as
+    /// many waiting connections, those closest to their deadlines, make room for them.
+    queued: AtomicUsize,
     /// Monitor samples (older, newer), at least `live::WINDOW_NS` apart once the server
     /// has run that long: `/status` measures rates and utilisation from the older one.
     window: Mutex<(Snapshot, Snapshot)>,
@@ -188,6 +198,7 @@ impl StagedEngine {
             serial: AtomicUsize::new(0),
             acceptor: crate::limits::Acceptor::new(),
             pressure: std::sync::atomic::AtomicBool::new(false),
+            queued: AtomicUsize::new(0),
             window: Mutex::default(),
             queue_timeout_ns: cfg.process_queue_timeout_ms.saturating_mul(1_000_000),
         };
@@ -379,19 +390,23 @@ impl Pipeline {
                 continue;
             };
             let home = home.clone();
-            let mut mine: Vec<Box<Conn>> = Vec::new();
-            let mut i = 0;
-            while i < done.len() {
-                if done[i]
-                    .home
-                    .as_ref()
-                    .is_some_and(|(m, _)| Arc::ptr_eq(m, &home))
-                {
-                    mine.push(done.swap_remove(i));
-                } else {
-                    i += 1;
+            let at_home = |c: &Conn| c.home.as_ref().is_some_and(|(m, _)| Arc::ptr_eq(m, &home));
+            // Usually all of them (a round returns one or two connections): then the list
+            // itself is pushed, with no allocation.
+            let mut mine: Vec<Box<Conn>> = if done.iter().all(|c| at_home(c)) {
+                std::mem::take(done)
+            } else {
+                let mut mine = Vec::new();
+                let mut i = 0;
+                while i < done.len() {
+                    if at_home(&done[i]) {
+                        mine.push(done.swap_remove(i));
+                    } else {
+                        i += 1;
+                    }
                 }
-            }
+                mine
+            };
             let n = mine.len();
             for c in mine.iter_mut() {
                 c.queued_ns = now_ns;
@@ -400,10 +415,13 @@ impl Pipeline {
             if !home.push(&mut mine) {
                 // The home thread exited: to any receive thread, one by one.
                 st.queued.fetch_sub(n, Ordering::Relaxed);
-                for mut c in mine {
+                for mut c in mine.drain(..) {
                     c.home = None;
                     self.return_home(c);
                 }
+            }
+            if done.is_empty() && done.capacity() == 0 {
+                *done = mine; // empty now: the caller keeps its capacity for the next round
             }
         }
     }

@@ -117,20 +117,23 @@ pub(super) fn refuse_late(p: &Pipeline, shared: &Shared, w: &mut ThreadCtx, now_
 fn exchange(c: &mut Conn, shared: &Shared, w: &mut ThreadCtx) {
     use rustix::fd::AsFd;
     let fd = c.fd.as_fd();
-    if c.out.is_empty()
-        || gearshift_handlers::stream::write_all(
-            fd,
-            &mut c.out,
-            c.session.send_timeout_ms,
-            &shared.life,
-        )
-    {
+    // Over TLS both the answers before it and the exchange go through the connection's
+    // TLS state.
+    let ran = crate::wire::with_client(fd, &mut c.tls, |client| {
+        let send_ms = c.session.send_timeout_ms;
+        if !c.out.is_empty()
+            && !gearshift_handlers::stream::write_all(client, &mut c.out, send_ms, &shared.life)
+        {
+            return false;
+        }
         c.session.written(w.now_ms);
         let mut input = std::mem::take(&mut c.session.inbuf);
         // Output held for a slow client goes to the send stage like any answer.
-        c.out = crate::exchange::run(fd.into(), &mut c.session, &mut input, shared, w);
+        c.out = crate::exchange::run(client, &mut c.session, &mut input, shared, w);
         c.session.inbuf = input;
-    } else {
+        true
+    });
+    if !ran {
         c.out.clear();
         c.session.take_dynamic();
         c.session.close_after_write = true;

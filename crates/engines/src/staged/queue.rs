@@ -146,6 +146,11 @@ impl Crew {
             .retain(|x| !Arc::ptr_eq(x, m));
     }
 
+    /// Serving members.
+    pub(super) fn len(&self) -> usize {
+        self.members.read().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
     /// The next member, round-robin; None if the stage has no serving thread.
     pub(super) fn pick(&self) -> Option<Arc<Mailbox>> {
         let members = self.members.read().unwrap_or_else(|p| p.into_inner());

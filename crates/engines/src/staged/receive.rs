@@ -4,9 +4,11 @@
 //! connection with its framed requests to the process queue. A connection keeps its slot
 //! and its edge-triggered registration here for its whole life; while it is away in process
 //! or send, an edge only marks the slot, and the read happens when it comes back. This
-//! thread is also where connections end: header and keep-alive timeouts (408 for a slow
-//! head), lingering after the final answer, closing, and the drain on shutdown. A retiring
-//! thread hands its connections to the other receive threads before it exits.
+//! thread is also where connections end: header, keep-alive and TLS handshake timeouts
+//! (408 for a slow head; `sweep`), lingering after the final answer, closing, and the drain
+//! on shutdown. A retiring thread hands its connections to the other receive threads
+//! before it exits. Reads go through the connection's TLS state (`wire::recv`), which also
+//! sends the handshake's messages.
 
 use super::queue::Mailbox;
 use super::stats::Stage;
@@ -15,15 +17,16 @@ use crate::session::{Stop, ThreadCtx};
 use crate::shared::Shared;
 use gearshift_core::defaults::READ_BUF;
 use gearshift_core::lifecycle::unix_now;
-use gearshift_core::metrics::Slow;
 use gearshift_handlers::Service;
-use gearshift_http::{Phase, SlowReason};
+use gearshift_http::Phase;
 use rustix::event::epoll::{self, EventData, EventFlags, EventVec};
 use rustix::fd::{AsFd, OwnedFd};
 use rustix::io::Errno;
 use slab::Slab;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+
+mod sweep;
 
 const WAKER: u64 = u64::MAX;
 /// epoll_wait timeout: granularity of the timeout sweep, drain and retirement checks.
@@ -32,6 +35,9 @@ const TICK_MS: u64 = 100;
 const LINGER_MS: u64 = 2000;
 /// Read size when appending to input kept in a connection's own buffer.
 const KEPT_READ: usize = 16 * 1024;
+/// Most connections all receive threads close in one sweep to make room at the cap (as
+/// the head-reading stage and the event engine do).
+pub(super) const MAX_EVICT: usize = 64;
 
 enum Slot {
     /// The connection is here, waiting for input (or lingering).
@@ -303,14 +309,14 @@ impl Receiver {
             // Into the thread's buffer, unless a partial request is kept.
             let (r, cap) = if c.session.inbuf.is_empty() {
                 (
-                    rustix::io::read(c.fd.as_fd(), &mut self.buf),
+                    crate::wire::recv(c.fd.as_fd(), &mut c.tls, &mut self.buf),
                     self.buf.len(),
                 )
             } else {
                 let inbuf = &mut c.session.inbuf;
                 let len = inbuf.len();
                 inbuf.resize(len + KEPT_READ, 0);
-                let r = rustix::io::read(c.fd.as_fd(), &mut inbuf[len..]);
+                let r = crate::wire::recv(c.fd.as_fd(), &mut c.tls, &mut inbuf[len..]);
                 inbuf.truncate(len + *r.as_ref().unwrap_or(&0));
                 (r, KEPT_READ)
             };
@@ -324,7 +330,8 @@ impl Receiver {
                 }
                 Err(_) => return self.close(k),
             };
-            c.more_input = n == cap;
+            let drained = crate::wire::drained(&c.tls, n, cap);
+            c.more_input = !drained;
             stop = if c.session.inbuf.is_empty() {
                 let (used, s) = c.session.frame(&self.buf[..n], svc, now_ms, &mut c.framed);
                 if used < n {
@@ -334,7 +341,7 @@ impl Receiver {
             } else {
                 frame_kept(c, svc, now_ms)
             };
-            if n < cap && !c.peer_closed {
+            if drained && !c.peer_closed {
                 break; // short read: drained (the edge-triggered contract holds)
             }
         }
@@ -385,8 +392,13 @@ impl Receiver {
         if !matches!(self.slots.get(k), Some(Slot::Here(_))) {
             return;
         }
-        if let Slot::Here(c) = self.slots.remove(k) {
+        if let Slot::Here(mut c) = self.slots.remove(k) {
             let _ = epoll::delete(&self.epoll, c.fd.as_fd());
+            // close_notify, unless sent already (lingering) or the handshake is not done.
+            let handshaking = c.tls.as_ref().is_some_and(|t| t.is_handshaking());
+            if !c.lingering && !handshaking {
+                crate::wire::closing(c.fd.as_fd(), &mut c.tls);
+            }
             self.p.stats.connections.fetch_sub(1, Ordering::Relaxed);
         }
     }
@@ -422,55 +434,6 @@ impl Receiver {
         }
         st.queued.fetch_sub(1, Ordering::Relaxed);
         one.pop()
-    }
-
-    /// Deadlines of the connections here: header (408), keep-alive idle, lingering; idle
-    /// connections while draining; everything past the drain deadline. While the engine
-    /// is at its connection cap with connections queueing (`Pipeline::pressure`), waits for
-    /// heads are cut to the pressure timeout.
-    fn sweep(&mut self) {
-        let now = self.w.now_ms;
-        let pressure = self.p.pressure.load(Ordering::Relaxed);
-        let expired: Vec<usize> = self
-            .slots
-            .iter()
-            .filter_map(|(k, slot)| {
-                let Slot::Here(c) = slot else { return None };
-                let idle = c.session.http.phase() == Phase::Idle && c.session.inbuf.is_empty();
-                let due = self.past_deadline
-                    || if c.lingering {
-                        now >= c.deadline_ms
-                    } else {
-                        let deadline = if pressure {
-                            c.session.http.pressure_deadline()
-                        } else {
-                            c.session.http.read_deadline()
-                        };
-                        (self.draining && idle) || now >= deadline
-                    };
-                due.then_some(k)
-            })
-            .collect();
-        for k in expired {
-            if let Some(Slot::Here(c)) = self.slots.get_mut(k) {
-                if !self.past_deadline && !self.draining && !c.lingering {
-                    let guard = self.shared.counters.guard();
-                    match c.session.http.slow_reason() {
-                        _ if now < c.session.http.read_deadline() => guard.slow(Slow::Pressure),
-                        SlowReason::FirstByte => guard.slow(Slow::FirstByte),
-                        SlowReason::Head => guard.slow(Slow::Head),
-                        SlowReason::Body => guard.slow(Slow::Body),
-                        SlowReason::KeepAlive => {}
-                    }
-                }
-                if !self.past_deadline && !c.lingering && c.session.http.phase() == Phase::Head {
-                    c.session.timeout_response(&self.w, &mut c.out);
-                    let _ = c.out.write(c.fd.as_fd());
-                    c.out.clear();
-                }
-            }
-            self.close(k);
-        }
     }
 }
 

@@ -156,7 +156,7 @@ impl Sender {
 
     /// First write of a connection's output.
     fn write(&mut self, mut c: Box<Conn>) {
-        match c.out.write(c.fd.as_fd()) {
+        match crate::wire::send(c.fd.as_fd(), &mut c.tls, &mut c.out) {
             Err(_) => self.fail(c),
             Ok((n, Flushed::All)) => {
                 self.bytes += n;
@@ -191,7 +191,7 @@ impl Sender {
         let Some(c) = self.blocked.get_mut(k) else {
             return;
         };
-        match c.out.write(c.fd.as_fd()) {
+        match crate::wire::send(c.fd.as_fd(), &mut c.tls, &mut c.out) {
             Ok((n, Flushed::Blocked)) => {
                 self.bytes += n;
                 if n > 0 {
@@ -221,6 +221,7 @@ impl Sender {
     fn done(&mut self, mut c: Box<Conn>) {
         c.session.written(self.now_ms);
         c.next = if c.session.close_after_write {
+            crate::wire::closing(c.fd.as_fd(), &mut c.tls);
             let _ = rustix::net::shutdown(&c.fd, rustix::net::Shutdown::Write);
             Next::Linger
         } else {

@@ -7,7 +7,6 @@
 //! stages on them.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::time::Instant;
 
 /// The four stages, in pipeline order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -111,7 +110,16 @@ pub struct PipelineStats {
     pub bytes_sent: AtomicU64,
     /// Connections open now.
     pub connections: AtomicUsize,
-    epoch: Instant,
+    /// The monitor's clock starts here (CLOCK_MONOTONIC, ns).
+    epoch_ns: u64,
+}
+
+/// CLOCK_MONOTONIC in ns (the clock of `Instant`), read directly: the stages read it
+/// several times per batch, and `Instant::elapsed`'s checked `Duration` arithmetic cost
+/// more than the vDSO read itself.
+fn monotonic_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    (t.tv_sec as u64).wrapping_mul(1_000_000_000) + t.tv_nsec as u64
 }
 
 impl Default for PipelineStats {
@@ -121,7 +129,7 @@ impl Default for PipelineStats {
             requests: AtomicU64::new(0),
             bytes_sent: AtomicU64::new(0),
             connections: AtomicUsize::new(0),
-            epoch: Instant::now(),
+            epoch_ns: monotonic_ns(),
         }
     }
 }
@@ -133,7 +141,7 @@ impl PipelineStats {
 
     /// Monotonic nanoseconds on the monitor's clock (used for queue timestamps).
     pub fn now_ns(&self) -> u64 {
-        self.epoch.elapsed().as_nanos() as u64
+        monotonic_ns().saturating_sub(self.epoch_ns)
     }
 
     pub fn snapshot(&self) -> Snapshot {

@@ -83,11 +83,13 @@ impl UringLoop {
         }
     }
 
-    /// A completion of the accept on listener `i`.
+    /// A completion of the accept on listener `i` (an HTTPS listener's connections get
+    /// their TLS state here).
     pub(super) fn accepted(&mut self, i: usize, res: i32, flags: u32, svc: &Service) {
         if i >= self.accept_armed.len() {
             return;
         }
+        let https = self.listeners.iter().nth(i).is_some_and(|l| l.https);
         if !cqueue::more(flags) {
             // Armed again before the next wait, if accepting and the gate is open.
             self.accept_armed[i] = false;
@@ -113,10 +115,25 @@ impl UringLoop {
             Ok(Some(rustix::net::SocketAddrAny::V6(a))) => SocketAddr::V6(a),
             _ => SocketAddr::from(([0, 0, 0, 0], 0)),
         };
-        self.shared.counters.connection();
         let mut session = Session::new(svc, peer, self.w.now_ms);
+        let tls = match https {
+            false => {
+                session.redirect_https = self.shared.redirect_https;
+                None
+            }
+            true => match self.shared.tls.as_ref().map(|t| t.accept(self.w.now_ms)) {
+                Some(Ok(t)) => Some(Box::new(t)),
+                Some(Err(e)) => {
+                    gearshift_core::error_limited!("{e}");
+                    return;
+                }
+                None => return,
+            },
+        };
+        self.shared.counters.connection();
         session.listener = i as u8;
         let mut c = Connection::new(fd, session);
+        c.tls = tls;
         c._slot = Some(self.gate.enter());
         let k = self.conns.insert(c);
         self.arm_recv(k);

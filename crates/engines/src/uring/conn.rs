@@ -31,6 +31,13 @@ pub(super) struct Connection {
     pub(super) deadline_ms: u64,
     /// Counted against the engine's connection cap while the connection lives.
     pub(super) _slot: Option<crate::limits::GateSlot>,
+    /// TLS state (connections from the HTTPS listener): see tls.rs.
+    pub(super) tls: crate::wire::Tls,
+    /// HTTPS: answers not encrypted yet (encrypted as the output drains, `tls::AHEAD` at
+    /// a time). Empty whenever `out` is.
+    pub(super) pending: gearshift_core::output::Batch,
+    /// HTTPS: close_notify is queued.
+    pub(super) notified: bool,
 }
 
 impl Connection {
@@ -46,6 +53,9 @@ impl Connection {
             held: false,
             deadline_ms: 0,
             _slot: None,
+            tls: None,
+            pending: Default::default(),
+            notified: false,
         }
     }
 

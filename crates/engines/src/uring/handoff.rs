@@ -44,7 +44,7 @@ pub(in crate::uring) fn refuse_late(d: Dynamic, w: &mut ThreadCtx) {
     let mut b = gearshift_core::output::Batch::default();
     conn.session.refuse_dynamic(503, w, &mut b);
     let c = &mut conn;
-    let _ = crate::exchange::write_held(c.fd.as_fd(), b, c.session.send_timeout_ms, &shared);
+    let _ = write_out(c, b, &shared);
     c.session.close_after_write = true;
     c.session.inbuf.clear();
     let dest = match home.retire.load(Ordering::SeqCst) {
@@ -68,9 +68,11 @@ pub(in crate::uring) fn run_dynamic(d: Dynamic, w: &mut ThreadCtx) {
     } = d;
     let c = &mut conn;
     let mut input = std::mem::take(&mut c.session.inbuf);
-    let held = crate::exchange::run(c.fd.as_fd().into(), &mut c.session, &mut input, &shared, w);
+    let held = crate::wire::with_client(c.fd.as_fd(), &mut c.tls, |client| {
+        crate::exchange::run(client, &mut c.session, &mut input, &shared, w)
+    });
     // Output held for a slow client: written from here (the backend is released already).
-    if !crate::exchange::write_held(c.fd.as_fd(), held, c.session.send_timeout_ms, &shared) {
+    if !write_out(c, held, &shared) {
         c.session.close_after_write = true;
         input.clear();
     }
@@ -81,6 +83,15 @@ pub(in crate::uring) fn run_dynamic(d: Dynamic, w: &mut ThreadCtx) {
     };
     dest.deliver([conn]);
     home.away.fetch_sub(1, Ordering::SeqCst);
+}
+
+/// Write `b` on a connection away from its loop, blocking (through its TLS state on HTTPS).
+fn write_out(c: &mut Connection, mut b: gearshift_core::output::Batch, shared: &Shared) -> bool {
+    let ms = c.session.send_timeout_ms;
+    b.is_empty()
+        || crate::wire::with_client(c.fd.as_fd(), &mut c.tls, |client| {
+            gearshift_handlers::stream::write_all(client, &mut b, ms, &shared.life)
+        })
 }
 
 impl UringLoop {
@@ -201,8 +212,13 @@ impl UringLoop {
         let pressure = !self.gate().open_for_accepts() && self.backlog_waiting();
         let mut expired = Vec::new();
         let mut closest: Vec<(u64, usize)> = Vec::new();
+        let mut handshakes = Vec::new();
         for (k, c) in self.conns.iter() {
             if c.closing || c.leaving.is_some() {
+                continue;
+            }
+            if crate::wire::handshake_expired(&c.tls, now) {
+                handshakes.push(k);
                 continue;
             }
             let reading = !c.lingering && c.out.is_empty();
@@ -226,6 +242,10 @@ impl UringLoop {
                 evicted.extend(closest[..n].iter().map(|&(_, k)| k));
                 expired.extend_from_slice(&evicted);
             }
+        }
+        for k in handshakes {
+            self.shared.counters.guard().slow(Slow::Handshake);
+            self.close(k);
         }
         for k in expired {
             let c = &mut self.conns[k];

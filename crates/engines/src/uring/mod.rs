@@ -5,12 +5,14 @@
 //! submitted together with the wait for the next completions (`worker.rs`). Same `Session`
 //! and handlers as every engine. Where io_uring cannot be used (`kernel.io_uring_disabled`,
 //! a seccomp filter, an old kernel), `build` fails with one line naming `--engine event`.
+//! HTTPS: tls.rs.
 
 mod accept;
 mod conn;
 mod handoff;
 mod output;
 mod ring;
+mod tls;
 mod worker;
 
 pub use ring::probe;

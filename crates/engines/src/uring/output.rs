@@ -103,6 +103,16 @@ impl Output {
         }
     }
 
+    /// Bytes queued, not sent yet.
+    pub(super) fn queued(&self) -> usize {
+        self.segs.iter().map(|s| s.bytes().len()).sum::<usize>() - self.pos
+    }
+
+    /// Queue `v` as it is (ciphertext: see tls.rs).
+    pub(super) fn push_owned(&mut self, v: Vec<u8>) {
+        self.segs.push_back(Seg::Buf(v));
+    }
+
     /// The bytes the next send should carry (`None` when nothing is queued).
     pub(super) fn next(&self) -> Option<&[u8]> {
         self.segs.front().map(|s| &s.bytes()[self.pos..])
@@ -137,7 +147,7 @@ impl Output {
 pub(super) struct Spare(Vec<Vec<u8>>);
 
 impl Spare {
-    fn take(&mut self) -> Vec<u8> {
+    pub(super) fn take(&mut self) -> Vec<u8> {
         self.0.pop().unwrap_or_else(|| Vec::with_capacity(4096))
     }
 

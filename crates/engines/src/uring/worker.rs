@@ -46,7 +46,7 @@ pub(super) const MULTISHOT_ROOM: usize = 64;
 pub(super) struct UringLoop {
     // Dropped first: closing the ring ends every operation before the buffers go.
     pub(super) ring: IoUring,
-    bufs: BufRing,
+    pub(super) bufs: BufRing,
     pub(super) id: usize,
     pub(super) mailbox: Arc<Mailbox>,
     pub(super) registry: Arc<Registry>,
@@ -68,7 +68,7 @@ pub(super) struct UringLoop {
     waker: Arc<OwnedFd>,
     wake_buf: Box<[u8; 8]>,
     maps: Mappings,
-    spare: Spare,
+    pub(super) spare: Spare,
     cqes: Vec<(u64, i32, u32)>,
     /// Connections whose receive ended and may need arming again.
     rearm: Vec<usize>,
@@ -292,6 +292,9 @@ impl UringLoop {
 
     /// `n` bytes arrived in buffer `bid`: process them where they lie when nothing is kept.
     fn input(&mut self, k: usize, bid: u16, n: usize, svc: &Service) {
+        if self.conns[k].tls.is_some() {
+            return self.tls_input(k, bid, n, svc);
+        }
         let c = &mut self.conns[k];
         if c.closing || c.lingering {
             return; // lingering: discarded until EOF
@@ -329,8 +332,14 @@ impl UringLoop {
     /// Queue what processing produced and act on why it stopped.
     pub(super) fn after(&mut self, k: usize, stop: Stop) {
         let c = &mut self.conns[k];
-        c.out
-            .stage(&mut self.batch, &mut self.maps, &mut self.spare);
+        if c.tls.is_some() {
+            self.batch.move_into(&mut c.pending);
+            self.tls_seal(k);
+        } else {
+            c.out
+                .stage(&mut self.batch, &mut self.maps, &mut self.spare);
+        }
+        let c = &mut self.conns[k];
         match stop {
             Stop::NeedInput => {}
             Stop::OutputFull => c.held = true,
@@ -343,7 +352,7 @@ impl UringLoop {
     }
 
     /// Send the front of the connection's output unless a send is in flight.
-    fn pump(&mut self, k: usize) {
+    pub(super) fn pump(&mut self, k: usize) {
         let c = &mut self.conns[k];
         if c.out.sending || c.closing {
             return;
@@ -372,6 +381,10 @@ impl UringLoop {
         }
         c.out.advance(res as usize, &mut self.spare);
         c.deadline_ms = self.w.now_ms + c.session.send_timeout_ms;
+        if !c.pending.is_empty() {
+            self.tls_seal(k);
+        }
+        let c = &mut self.conns[k];
         if c.out.is_empty() {
             c.session.written(self.w.now_ms);
             if c.leaving.is_some() {
@@ -406,6 +419,9 @@ impl UringLoop {
     /// Half-close after the final answer and drain input, so the client reads the answer
     /// instead of a reset caused by unread data.
     fn begin_close(&mut self, k: usize) {
+        if self.tls_notify(k) {
+            return;
+        }
         let c = &mut self.conns[k];
         let _ = rustix::net::shutdown(&c.fd, rustix::net::Shutdown::Write);
         c.lingering = true;
@@ -415,7 +431,7 @@ impl UringLoop {
         self.arm_recv(k);
     }
 
-    fn cancel_recv(&mut self, k: usize) {
+    pub(super) fn cancel_recv(&mut self, k: usize) {
         let e = opcode::AsyncCancel::new(RECV | k as u64).build();
         self.push(e.user_data(CANCEL));
     }

@@ -182,4 +182,19 @@ mod tests {
             Parsed::Malformed(_)
         ));
     }
+
+    #[test]
+    fn at_most_max_fields_and_repeats_keep_the_last_location() {
+        // The boundary libFuzzer's cgi_head target probed (fuzz/regressions/cgi_head).
+        let mut head = b"Content-Type: text/plain\n".to_vec();
+        for i in 1..MAX_FIELDS {
+            head.extend_from_slice(format!("X-{i}: v\n").as_bytes());
+        }
+        let (_, status, fields, _) = doc(parse(&[&head[..], b"\n"].concat()));
+        assert_eq!((status, fields.len()), (200, MAX_FIELDS));
+        head.extend_from_slice(b"X-Over: v\n\n");
+        assert_eq!(parse(&head), Parsed::Malformed("too many header fields"));
+        let (_, status, _, _) = doc(parse(b"Location: /local\nLocation: http://a/\n\n"));
+        assert_eq!(status, 302, "the last Location decides");
+    }
 }

@@ -16,6 +16,7 @@
 pub mod config;
 pub(crate) mod count;
 pub(crate) mod env;
+pub(crate) mod fuzzing;
 pub(crate) mod head;
 mod process;
 

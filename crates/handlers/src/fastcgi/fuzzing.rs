@@ -1,5 +1,5 @@
-//! The FastCGI side of `crate::fuzzing`: records as an application sends them, checked the
-//! way `exchange` and `conn` read them.
+//! The FastCGI side of the crate's `fuzzing` door: records as an application sends them,
+//! checked the way `exchange` and `conn` read them.
 
 use super::record::{self, HEADER_LEN, MAX_CONTENT};
 
@@ -34,7 +34,7 @@ pub fn fastcgi_records(data: &[u8]) {
         }
         pos += r.total;
     }
-    crate::fuzzing::cgi_head(&stdout);
+    crate::cgi::fuzzing::cgi_head(&stdout);
 
     let mut sent = Vec::new();
     record::stream(&mut sent, record::STDIN, 7, data);

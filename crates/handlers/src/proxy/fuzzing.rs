@@ -1,5 +1,5 @@
-//! The proxy side of `crate::fuzzing`: an upstream's response head, checked the way the
-//! proxy relays it.
+//! The proxy side of the crate's `fuzzing` door: an upstream's response head, checked the way
+//! the proxy relays it.
 
 use super::forward::{parse_response, BodyKind, Parsed};
 use gearshift_http::{BodyDecoder, Framing};

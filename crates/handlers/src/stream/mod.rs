@@ -410,7 +410,13 @@ impl<'a> Out<'a> {
         if !self.broken && self.held.is_some() {
             self.hold();
         }
-        if !self.broken && !write_all(self.client, &mut self.batch, self.send_ms, self.life) {
+        // While buffering, `hold` took the batch: nothing to wait for (over TLS a write of
+        // nothing would still wait for the ciphertext rustls holds, for a slow client).
+        let waits = self.held.is_none() || !self.batch.is_empty();
+        if !self.broken
+            && waits
+            && !write_all(self.client, &mut self.batch, self.send_ms, self.life)
+        {
             self.broken = true;
         }
         if self.broken {
@@ -423,8 +429,10 @@ impl<'a> Out<'a> {
     /// rest (after what is held already). Past the bounds, buffering ends: what is held
     /// becomes the batch again and `flush` waits for the client as without buffering.
     fn hold(&mut self) {
-        // Only made for plain sockets (engines' exchange.rs): the bytes go as they are.
-        let fd = self.client.fd();
+        // Through the client's TLS state when it has one: what rustls takes is encrypted
+        // and stays there (its ciphertext waiting for the socket) until the engine flushes
+        // it; only the plaintext it did not take is held here, so the order is kept.
+        let client = self.client;
         let Some(h) = &mut self.held else { return };
         let (bounds, held) = &mut **h;
         // What is held goes first; new output only once all of it is out.
@@ -433,7 +441,7 @@ impl<'a> Out<'a> {
             if b.is_empty() {
                 continue;
             }
-            failed = b.write(fd).is_err();
+            failed = client.write(b).is_err();
             if failed || !b.is_empty() {
                 break;
             }

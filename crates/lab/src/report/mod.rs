@@ -6,6 +6,7 @@
 pub mod csv;
 pub mod html;
 pub mod index;
+pub mod scale;
 pub mod summary;
 pub mod svg;
 

@@ -49,9 +49,10 @@ pub(in crate::event) fn run_dynamic(d: Dynamic, w: &mut ThreadCtx) {
             })
         });
         match ran {
-            // Output held for a slow client: the loop writes it (the backend and this
-            // thread are released).
-            Some(held) if !held.is_empty() => {
+            // Output held for a slow client (over TLS, maybe only ciphertext waiting in
+            // the TLS state): the loop writes it (the backend and this thread are
+            // released).
+            Some(held) if !held.is_empty() || crate::wire::tls_waiting(&c.tls) => {
                 c.pending = held;
                 c.deadline_ms = shared.now_ms() + c.session.send_timeout_ms;
             }
