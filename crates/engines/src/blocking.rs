@@ -125,6 +125,7 @@ impl Runner {
         fd: OwnedFd,
         peer: SocketAddr,
         tls: TlsConn,
+        listener: u8,
         shared: &Shared,
         linger: &dyn Fn() -> u64,
     ) {
@@ -135,7 +136,8 @@ impl Runner {
             let _ = rustix::net::sockopt::set_tcp_nodelay(&fd, true);
             self.prepare(&fd);
             shared.counters.connection();
-            let session = Session::new(&svc, peer, self.w.now_ms);
+            let mut session = Session::new(&svc, peer, self.w.now_ms);
+            session.listener = listener;
             let tls = Some(Box::new(tls));
             self.serve_session(fd, tls, session, Vec::new(), shared, Some(linger));
         });

@@ -413,7 +413,7 @@ impl Master<'_> {
             return false;
         };
         board.slot(i).claim(self.generation);
-        let (shared, generation) = (self.shared, self.generation);
+        let (shared, generation, listeners) = (self.shared, self.generation, self.listener);
         let (to_rx, back_tx) = (self.to_rx, self.back_tx);
         let children = self.knobs.max_request_workers;
         let (front, to_tx, back_rx) = (&mut self.front, &mut self.to_tx, &mut self.back_rx);
@@ -426,7 +426,15 @@ impl Master<'_> {
             if let Some(cache) = shared.service.load().files.cache() {
                 cache.share(children);
             }
-            child_main(to_rx, back_tx, shared, board.clone(), i, generation)
+            child_main(
+                to_rx,
+                back_tx,
+                shared,
+                listeners,
+                board.clone(),
+                i,
+                generation,
+            )
         }) {
             Ok(pid) => {
                 board.slot(i).set_pid(pid);

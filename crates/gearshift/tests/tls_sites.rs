@@ -19,7 +19,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Engines that serve HTTPS (`gearshift_engines::TLS_ENGINES`).
-const TLS_ENGINES: &[&str] = &["event", "threads", "pool", "worker"];
+const TLS_ENGINES: &[&str] = &[
+    "event", "threads", "pool", "worker", "fork", "prefork", "staged", "uring",
+];
 
 fn engine() -> String {
     std::env::var("GEARSHIFT_TEST_ENGINE").unwrap_or_else(|_| "event".into())

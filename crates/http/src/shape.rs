@@ -123,6 +123,8 @@ impl HeadShape {
             keep_alive: self.keep_alive,
             expect_continue: self.expect_continue,
             head_len: self.head_len,
+            // Not in the bytes: the session sets it, as after a parse.
+            listener: 0,
         }
     }
 }

@@ -6,6 +6,7 @@
 
 use crate::blocking::Runner;
 use crate::front::PROCESS_LINGER_MS;
+use crate::listeners::Listeners;
 use crate::pass::{self, Received};
 use crate::scoreboard::{Scoreboard, State};
 use crate::shared::Shared;
@@ -21,6 +22,7 @@ pub(super) fn child_main(
     to_rx: BorrowedFd<'_>,
     back_tx: BorrowedFd<'_>,
     shared: &Shared,
+    listeners: &Listeners,
     board: Arc<Scoreboard>,
     i: usize,
     generation: u32,
@@ -37,7 +39,7 @@ pub(super) fn child_main(
     slot.set_state(State::Idle);
     // How long a connection waiting for its next request keeps this child: 0 while others
     // wait for one (see `pressure`).
-    let linger = || match pressure(&board, shared.tls.as_deref()) {
+    let linger = || match pressure(&board, shared.tls.as_deref().map(|_| listeners)) {
         true => 0,
         false => PROCESS_LINGER_MS,
     };
@@ -66,9 +68,10 @@ pub(super) fn child_main(
         let https = shared.tls.as_deref().filter(|_| !draining);
         // Reloaded meanwhile: this child's certificates are the old ones, it accepts no more.
         let stale = || header.generation() != generation;
-        let h = match take(to_rx, https, &stale, &acceptor, shared, &mut buf) {
+        let https_listeners = https.map(|_| listeners);
+        let h = match take(to_rx, https_listeners, &stale, &acceptor, shared, &mut buf) {
             Taken::Conn(h) => h,
-            Taken::Tls(fd, peer) => {
+            Taken::Tls(fd, peer, listener) => {
                 let Some(t) = https.map(|t| t.accept(shared.now_ms())) else {
                     continue;
                 };
@@ -76,7 +79,7 @@ pub(super) fn child_main(
                     Ok(t) => {
                         slot.set_state(State::Busy);
                         slot.add_connection();
-                        w.serve_tls(fd, peer, t, shared, &linger);
+                        w.serve_tls(fd, peer, t, listener, shared, &linger);
                         w.idle_tick(shared);
                         served += 1;
                         slot.set_state(State::Idle);
@@ -109,11 +112,15 @@ pub(super) fn child_main(
 /// Connections wait for a child: ready ones the master holds, or HTTPS connections in the
 /// listener's backlog with no child idle to accept them (a kept-alive HTTPS connection
 /// holds its child: without this, new ones would wait for keep-alive timeouts).
-fn pressure(board: &Scoreboard, https: Option<&gearshift_core::tls::Tls>) -> bool {
+fn pressure(board: &Scoreboard, https: Option<&Listeners>) -> bool {
     use rustix::event::{poll, PollFd, PollFlags};
     board.header().pressure()
-        || https.is_some_and(|t| {
-            let mut fds = [PollFd::new(&t.listener, PollFlags::IN)];
+        || https.is_some_and(|l| {
+            let mut fds: Vec<PollFd<'_>> = l
+                .iter()
+                .filter(|l| l.https)
+                .map(|l| PollFd::new(&l.socket, PollFlags::IN))
+                .collect();
             board.counts().idle == 0 && matches!(poll(&mut fds, 0), Ok(n) if n > 0)
         })
 }
@@ -122,8 +129,8 @@ fn pressure(board: &Scoreboard, https: Option<&gearshift_core::tls::Tls>) -> boo
 enum Taken {
     /// A connection the master passed.
     Conn(crate::front::Handoff),
-    /// A connection it accepted on the HTTPS listener.
-    Tls(rustix::fd::OwnedFd, std::net::SocketAddr),
+    /// A connection it accepted on an HTTPS listener (the listener's number last).
+    Tls(rustix::fd::OwnedFd, std::net::SocketAddr, u8),
     Nothing,
     Closed,
 }
@@ -133,32 +140,43 @@ enum Taken {
 /// that lose the race find it empty.
 fn take(
     to_rx: BorrowedFd<'_>,
-    https: Option<&gearshift_core::tls::Tls>,
+    https: Option<&Listeners>,
     stale: &dyn Fn() -> bool,
     acceptor: &crate::limits::Acceptor,
     shared: &Shared,
     buf: &mut Vec<u8>,
 ) -> Taken {
     use rustix::event::{poll, PollFd, PollFlags};
-    let Some(t) = https.filter(|_| acceptor.paused_for_ms() == 0) else {
+    let Some(listeners) = https.filter(|_| acceptor.paused_for_ms() == 0) else {
         return passed(to_rx, buf);
     };
-    let mut fds = [
-        PollFd::new(&to_rx, PollFlags::IN),
-        PollFd::new(&t.listener, PollFlags::IN),
-    ];
+    let tls: Vec<(usize, &crate::listeners::Listener)> = listeners
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.https)
+        .collect();
+    let mut fds = vec![PollFd::new(&to_rx, PollFlags::IN)];
+    fds.extend(
+        tls.iter()
+            .map(|(_, l)| PollFd::new(&l.socket, PollFlags::IN)),
+    );
     match poll(&mut fds, ACCEPT_TICK_MS) {
         Ok(n) if n > 0 => {}
         _ => return Taken::Nothing,
     }
-    let (from_master, from_listener) = (!fds[0].revents().is_empty(), !fds[1].revents().is_empty());
-    if from_master {
+    if !fds[0].revents().is_empty() {
         return passed(to_rx, buf);
     }
-    if from_listener && !stale() {
+    if stale() {
+        return Taken::Nothing;
+    }
+    for (k, (i, l)) in tls.iter().enumerate() {
+        if fds[k + 1].revents().is_empty() {
+            continue;
+        }
         use crate::limits::Accepted;
-        if let Accepted::Conn(fd, peer) = acceptor.accept(&t.listener, false, shared.counters) {
-            return Taken::Tls(fd, peer);
+        if let Accepted::Conn(fd, peer) = acceptor.accept(&l.socket, false, shared.counters) {
+            return Taken::Tls(fd, peer, *i as u8);
         }
     }
     Taken::Nothing

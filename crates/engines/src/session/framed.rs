@@ -197,8 +197,7 @@ impl Session {
                     seen,
                     shape: Some(i),
                 } => {
-                    let mut head =
-                        framed.shapes[i].head(&framed.heads[start..end], &framed.fields);
+                    let mut head = framed.shapes[i].head(&framed.heads[start..end], &framed.fields);
                     head.listener = self.listener;
                     self.answer(&head, seen, svc, w, out);
                 }

@@ -11,8 +11,6 @@
 use super::worker::UringLoop;
 use gearshift_core::tls::wire::encrypt;
 use gearshift_handlers::Service;
-use io_uring::{opcode, types};
-use rustix::fd::AsRawFd;
 
 /// Ciphertext queued for the socket before more of an answer is encrypted: what a large
 /// file holds in memory per connection (the plain path maps files instead).
