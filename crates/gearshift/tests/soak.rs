@@ -75,6 +75,17 @@ fn overlaps(a: (Instant, Instant), b: (Instant, Instant)) -> bool {
 }
 
 impl Fault {
+    /// When it happened, in seconds from `start`.
+    fn describe(&self, start: Instant) -> String {
+        let at = |t: Instant| t.duration_since(start).as_secs_f64();
+        match *self {
+            Fault::ChildKill(t) => format!("child killed at {:.2} s", at(t)),
+            Fault::Upstream(a, b) => format!("upstream down {:.2}-{:.2} s", at(a), at(b)),
+            Fault::Fpm(a, b) => format!("php-fpm down {:.2}-{:.2} s", at(a), at(b)),
+            Fault::Fds(a, b) => format!("descriptor flood {:.2}-{:.2} s", at(a), at(b)),
+        }
+    }
+
     /// Whether this fault explains the failure of `o`; its name if so.
     fn explains(&self, o: &Outcome) -> Option<&'static str> {
         let life = (o.opened, o.end);
@@ -226,11 +237,18 @@ fn upstream(root: &TempDir, port: u16) -> Server {
     panic!("upstream did not start again: {last:?}");
 }
 
+/// The server's access log (JSON lines): what it saw of a request that failed unexplained.
+fn access_log(root: &TempDir) -> std::path::PathBuf {
+    root.join(".access.log")
+}
+
 fn config(root: &TempDir, admin: u16, up: u16, fpm: Option<&str>, reload: u32) -> String {
     let mut c = format!(
         "listen = \"127.0.0.1:0\"\nroot = \"{}\"\nadmin = \"127.0.0.1:{admin}\"\n\
+         [log]\naccess = \"{}\"\nformat = \"json\"\n\
          [http]\nkeepalive_timeout_ms = {}\n[cgi]\ndirs = [\"/cgi-bin\"]\n",
         root.str(),
+        access_log(root).display(),
         5000 + reload % 2 * 1000
     );
     if let Some(backend) = fpm {
@@ -505,6 +523,27 @@ fn every_request_is_answered_or_explained_by_a_fault() {
     );
     for u in unexplained.iter().take(20) {
         println!("  unexplained: {u}");
+    }
+    if !unexplained.is_empty() {
+        // The faults' times and the server's own lines for the failed targets, so that an
+        // unexplained failure can be told apart from a fault the soak did not window.
+        for f in &faults {
+            println!("  fault: {}", f.describe(start));
+        }
+        let log = std::fs::read_to_string(access_log(&root)).unwrap_or_default();
+        for u in unexplained.iter().take(20) {
+            let target = u.split(": ").nth(1).unwrap_or("");
+            let lines: Vec<&str> = log
+                .lines()
+                .filter(|l| !target.is_empty() && l.contains(target))
+                .collect();
+            if lines.is_empty() {
+                println!("  access log: no line for {target}");
+            }
+            for line in lines {
+                println!("  access log: {line}");
+            }
+        }
     }
     let mut server = server;
     assert!(
