@@ -1,9 +1,9 @@
 //! One event loop of the event engine: its epoll set, its connections, and the I/O that
-//! drives them (edge-triggered reads and writes, back-pressure, lingering close, the timer
-//! sweep). A loop told to retire stops accepting and hands every connection, whole, to a
-//! surviving loop, so shrinking the engine closes nothing. A connection with a dynamic
-//! request goes, whole, to the dynamic pool (`hand_to_dynamic`), which runs the blocking
-//! exchange and hands it back to its loop's mailbox (`run_dynamic`).
+//! drives them (edge-triggered reads and writes, back-pressure, lingering close; the timer
+//! sweep is in sweep.rs). A loop told to retire stops accepting and hands every connection,
+//! whole, to a surviving loop, so shrinking the engine closes nothing. A connection with a
+//! dynamic request goes, whole, to the dynamic pool (`hand_to_dynamic`), which runs the
+//! blocking exchange and hands it back to its loop's mailbox (`run_dynamic`).
 
 use super::{Mailbox, Registry};
 use crate::blocking_pool::BlockingPool;
@@ -13,10 +13,8 @@ use crate::shared::Shared;
 use crate::wire;
 use gearshift_core::defaults::READ_BUF;
 use gearshift_core::lifecycle::unix_now;
-use gearshift_core::metrics::Slow;
 use gearshift_core::output::{Batch, Flushed};
 use gearshift_handlers::Service;
-use gearshift_http::{Phase, SlowReason};
 pub(super) use handoff::{refuse_late, run_dynamic, Dynamic};
 use rustix::event::epoll::{self, EventData, EventFlags, EventVec};
 use rustix::fd::{AsFd, AsRawFd, OwnedFd};
@@ -28,6 +26,7 @@ use upstreams::{recv, Exchanges, Upstreams, UPSTREAM};
 
 mod handoff;
 mod proxied;
+mod sweep;
 mod upstreams;
 
 const WAKER: u64 = u64::MAX;
@@ -510,89 +509,6 @@ impl EventLoop {
             if let Some(running) = self.exchanges.take(k) {
                 self.proxy_abandoned(running.ex);
             }
-        }
-    }
-
-    /// Apply deadlines: header/body/keep-alive read timeouts, send timeouts, lingering;
-    /// shorter ones for heads and idle connections while the server is at its connection
-    /// cap with connections queueing in the backlog (pressure), and then, if none is due,
-    /// the one closest to its deadline makes room.
-    fn sweep(&mut self, svc: &Service) {
-        self.proxy_sweep(svc);
-        // Dynamic requests waiting past their queue's deadline are answered now, even while
-        // every pool thread is busy.
-        self.dynamic.expire(&mut self.w);
-        let now = self.w.now_ms;
-        let at_cap = self.limits.open.load(Ordering::Relaxed) >= self.limits.cap;
-        let pressure = at_cap && self.listeners.backlog_waiting();
-        let mut expired = Vec::new();
-        let mut closest: Vec<(u64, usize)> = Vec::new();
-        for (k, c) in self.conns.iter() {
-            let waiting = c.output_waiting();
-            let reading = !c.lingering && !waiting && !self.exchanges.running(k);
-            if !c.lingering && wire::handshake_expired(&c.tls, now) {
-                expired.push(k);
-                continue;
-            }
-            let deadline = if c.lingering || waiting {
-                c.deadline_ms
-            } else if self.exchanges.running(k) {
-                u64::MAX // the exchange has its own deadlines
-            } else if pressure {
-                c.session.http.pressure_deadline()
-            } else {
-                c.session.http.read_deadline()
-            };
-            if now >= deadline {
-                expired.push(k);
-            } else if pressure && reading && c.session.http.phase() != Phase::Body {
-                closest.push((deadline, k));
-            }
-        }
-        // At the cap with connections queueing: as many as queue (up to 64), those closest
-        // to their deadlines, make room.
-        let mut evicted = Vec::new();
-        if pressure && expired.len() < 64 {
-            let queued = self.listeners.accept_queue().unwrap_or(1).clamp(1, 64);
-            let n = queued.saturating_sub(expired.len()).min(closest.len());
-            if n > 0 {
-                closest.select_nth_unstable(n - 1);
-                evicted.extend(closest[..n].iter().map(|&(_, k)| k));
-                expired.extend_from_slice(&evicted);
-            }
-        }
-        for k in expired {
-            let c = &mut self.conns[k];
-            if !c.lingering && wire::handshake_expired(&c.tls, now) {
-                self.shared.counters.guard().slow(Slow::Handshake);
-                self.close(k);
-                continue;
-            }
-            if !c.lingering && !c.output_waiting() {
-                let guard = self.shared.counters.guard();
-                match c.session.http.slow_reason() {
-                    _ if evicted.contains(&k) => guard.slow(Slow::Pressure),
-                    SlowReason::FirstByte => guard.slow(Slow::FirstByte),
-                    SlowReason::Head => guard.slow(Slow::Head),
-                    SlowReason::Body => guard.slow(Slow::Body),
-                    SlowReason::KeepAlive if pressure => guard.slow(Slow::Pressure),
-                    SlowReason::KeepAlive => {}
-                }
-            } else if !c.lingering {
-                self.shared.counters.guard().slow(Slow::Send);
-            }
-            if !c.lingering && !c.output_waiting() && c.session.http.phase() == Phase::Head {
-                c.session.timeout_response(&self.w, &mut self.batch);
-                let _ = wire::send(c.fd.as_fd(), &mut c.tls, &mut self.batch);
-                self.batch.clear();
-            }
-            self.close(k);
-        }
-        // Listen again once below the cap and past any accept pause.
-        let room = self.limits.open.load(Ordering::Relaxed) < self.limits.cap
-            && self.limits.acceptor.paused_for_ms() == 0;
-        if self.accepting && room && !self.shared.life.is_draining() {
-            self.listen(true);
         }
     }
 }
