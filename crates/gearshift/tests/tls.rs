@@ -8,14 +8,15 @@
 //! start with one line naming `--engine event`, which `start` checks).
 
 mod common;
+mod test_ca;
 
 use common::*;
-use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::pki_types::ServerName;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
+use test_ca::Ca;
 
 /// Engines that serve HTTPS (`gearshift_engines::TLS_ENGINES`).
 const TLS_ENGINES: &[&str] = &[
@@ -26,52 +27,19 @@ fn engine() -> String {
     std::env::var("GEARSHIFT_TEST_ENGINE").unwrap_or_else(|_| "event".into())
 }
 
-struct Ca {
-    key: rcgen::KeyPair,
-    cert: rcgen::Certificate,
-}
-
-impl Ca {
-    fn new() -> Ca {
-        let key = rcgen::KeyPair::generate().unwrap();
-        let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-        p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        let cert = p.self_signed(&key).unwrap();
-        Ca { key, cert }
-    }
-
-    /// A leaf for `names`, written as `dir/stem.pem` and `dir/stem.key`; its DER.
-    fn leaf(&self, dir: &Path, stem: &str, names: &[&str], expired: bool) -> Vec<u8> {
-        let key = rcgen::KeyPair::generate().unwrap();
-        let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
-        let mut p = rcgen::CertificateParams::new(names).unwrap();
-        if expired {
-            p.not_before = rcgen::date_time_ymd(2020, 1, 1);
-            p.not_after = rcgen::date_time_ymd(2021, 1, 1);
-        }
-        let cert = p.signed_by(&key, &self.cert, &self.key).unwrap();
-        std::fs::write(dir.join(format!("{stem}.pem")), cert.pem()).unwrap();
-        std::fs::write(dir.join(format!("{stem}.key")), key.serialize_pem()).unwrap();
-        cert.der().to_vec()
-    }
-
-    fn client(
-        &self,
-        versions: &[&'static rustls::SupportedProtocolVersion],
-    ) -> Arc<rustls::ClientConfig> {
-        let mut roots = rustls::RootCertStore::empty();
-        roots
-            .add(CertificateDer::from(self.cert.der().to_vec()))
-            .unwrap();
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut c = rustls::ClientConfig::builder_with_provider(provider)
-            .with_protocol_versions(versions)
-            .unwrap()
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        c.alpn_protocols = vec![b"http/1.1".to_vec()];
-        Arc::new(c)
-    }
+/// A client trusting the test CA.
+fn client(
+    ca: &Ca,
+    versions: &[&'static rustls::SupportedProtocolVersion],
+) -> Arc<rustls::ClientConfig> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut c = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(versions)
+        .unwrap()
+        .with_root_certificates(ca.roots())
+        .with_no_client_auth();
+    c.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Arc::new(c)
 }
 
 /// The configuration of a server with HTTPS and `certs` (stems in `dir`, with names).
@@ -142,7 +110,7 @@ fn connect(
     let tcp = TcpStream::connect(addr).unwrap();
     tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let sni = ServerName::try_from(name.to_string()).unwrap();
-    let conn = rustls::ClientConnection::new(ca.client(&[v]), sni).unwrap();
+    let conn = rustls::ClientConnection::new(client(ca, &[v]), sni).unwrap();
     let mut s = rustls::StreamOwned::new(conn, tcp);
     while s.conn.is_handshaking() {
         s.conn.complete_io(&mut s.sock).unwrap();
@@ -426,7 +394,7 @@ fn certificate_reloaded_under_load_fails_no_request() {
     let dir = docroot();
     let ca = Ca::new();
     let first = ca.leaf(dir.path(), "a", &["localhost"], false);
-    dir.write("ca.pem", ca.cert.pem());
+    dir.write("ca.pem", ca.pem());
     let Some((s, addr)) = start(&dir, &tls_config(&dir, &[("a", &["localhost"])], "")) else {
         return;
     };

@@ -1,6 +1,6 @@
 //! Per-site certificates end to end (issue 19): two `[[site]]`s with `tls_cert`/`tls_key`
 //! and a `[[tls.certificate]]` default; a rustls client trusting the test CA (made here with
-//! rcgen, as tls.rs does) gets, for each SNI name, the certificate of the site with that
+//! rcgen: tests/test_ca) gets, for each SNI name, the certificate of the site with that
 //! name (verified against the name, so its SAN covers it, and compared byte for byte with
 //! the one written for the site), and the site's files; a SIGHUP picks up a site's new
 //! certificate for new handshakes; a site with a bad certificate is refused at start with
@@ -9,14 +9,16 @@
 //! GEARSHIFT_TEST_ENGINE where that engine serves HTTPS.
 
 mod common;
+mod test_ca;
 
 use common::*;
-use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::pki_types::ServerName;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
+use test_ca::Ca;
 
 /// Engines that serve HTTPS (`gearshift_engines::TLS_ENGINES`).
 const TLS_ENGINES: &[&str] = &[
@@ -27,44 +29,15 @@ fn engine() -> String {
     std::env::var("GEARSHIFT_TEST_ENGINE").unwrap_or_else(|_| "event".into())
 }
 
-struct Ca {
-    key: rcgen::KeyPair,
-    cert: rcgen::Certificate,
-}
-
-impl Ca {
-    fn new() -> Ca {
-        let key = rcgen::KeyPair::generate().unwrap();
-        let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-        p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        let cert = p.self_signed(&key).unwrap();
-        Ca { key, cert }
-    }
-
-    /// A leaf for `names` as `dir/stem.pem` and `dir/stem.key`; its DER.
-    fn leaf(&self, dir: &Path, stem: &str, names: &[&str]) -> Vec<u8> {
-        let key = rcgen::KeyPair::generate().unwrap();
-        let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
-        let p = rcgen::CertificateParams::new(names).unwrap();
-        let cert = p.signed_by(&key, &self.cert, &self.key).unwrap();
-        std::fs::write(dir.join(format!("{stem}.pem")), cert.pem()).unwrap();
-        std::fs::write(dir.join(format!("{stem}.key")), key.serialize_pem()).unwrap();
-        cert.der().to_vec()
-    }
-
-    fn client(&self) -> Arc<rustls::ClientConfig> {
-        let mut roots = rustls::RootCertStore::empty();
-        roots
-            .add(CertificateDer::from(self.cert.der().to_vec()))
-            .unwrap();
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let c = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        Arc::new(c)
-    }
+/// A client trusting the test CA.
+fn client(ca: &Ca) -> Arc<rustls::ClientConfig> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let c = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(ca.roots())
+        .with_no_client_auth();
+    Arc::new(c)
 }
 
 /// GET `path` from `addr` over TLS with SNI `name` (verified against it): the certificate
@@ -73,7 +46,7 @@ fn fetch(ca: &Ca, addr: SocketAddr, name: &str, path: &str) -> (Vec<u8>, String)
     let tcp = TcpStream::connect(addr).unwrap();
     tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let sni = ServerName::try_from(name.to_string()).unwrap();
-    let conn = rustls::ClientConnection::new(ca.client(), sni).unwrap();
+    let conn = rustls::ClientConnection::new(client(ca), sni).unwrap();
     let mut s = rustls::StreamOwned::new(conn, tcp);
     s.write_all(
         format!("GET {path} HTTP/1.1\r\nHost: {name}\r\nConnection: close\r\n\r\n").as_bytes(),
@@ -100,9 +73,9 @@ fn setup() -> (TempDir, Ca, [Vec<u8>; 3], String) {
     }
     let ca = Ca::new();
     let certs = [
-        ca.leaf(d.path(), "default", &["default.test"]),
-        ca.leaf(d.path(), "a", &["a.test", "www.a.test"]),
-        ca.leaf(d.path(), "b", &["b.test", "x.b.test"]),
+        ca.leaf(d.path(), "default", &["default.test"], false),
+        ca.leaf(d.path(), "a", &["a.test", "www.a.test"], false),
+        ca.leaf(d.path(), "b", &["b.test", "x.b.test"], false),
     ];
     let p = |f: &str| d.join(f).display().to_string();
     let second = match std::net::TcpListener::bind("[::1]:0") {
@@ -173,7 +146,7 @@ fn sni_picks_each_sites_certificate_and_sighup_reloads_it() {
         }
     }
     // A new certificate for site b: new handshakes get it after SIGHUP.
-    let renewed = ca.leaf(d.path(), "b", &["b.test", "x.b.test"]);
+    let renewed = ca.leaf(d.path(), "b", &["b.test", "x.b.test"], false);
     s.signal(libc::SIGHUP);
     for at in &addrs {
         let seen = poll(Duration::from_secs(20), || {
