@@ -1,6 +1,6 @@
 //! Per-site certificates end to end (issue 19): two `[[site]]`s with `tls_cert`/`tls_key`
-//! and a `[[tls.certificate]]` default; a rustls client trusting the test CA (made here with
-//! rcgen: tests/test_ca) gets, for each SNI name, the certificate of the site with that
+//! and a `[[tls.certificate]]` default; a rustls client trusting the test CA (made at test time
+//! with rcgen, tests/test_ca) gets, for each SNI name, the certificate of the site with that
 //! name (verified against the name, so its SAN covers it, and compared byte for byte with
 //! the one written for the site), and the site's files; a SIGHUP picks up a site's new
 //! certificate for new handshakes; a site with a bad certificate is refused at start with
