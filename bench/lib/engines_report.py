@@ -42,18 +42,32 @@ def cpu_snapshot(root):
     return ticks * 1_000_000 // CLK_TCK, nprocs, nthreads
 
 
-def pss_kib(root):
+def pss_kib(root, only_root=False, fields=("Pss:",)):
+    """FIELDS of smaps_rollup summed over ROOT's tree (or ROOT alone), in KiB."""
     total = 0
-    for p in tree(root):
+    for p in ([root] if only_root else tree(root)):
         try:
             with open(f"/proc/{p}/smaps_rollup") as f:
                 for line in f:
-                    if line.startswith("Pss:"):
+                    if line.startswith(fields):
                         total += int(line.split()[1])
-                        break
         except OSError:
             pass
     return total
+
+
+USS = ("Private_Clean:", "Private_Dirty:")
+
+
+def per_child(reading, what="pss"):
+    """PSS (or USS) per child process: the tree's without its root's, over the other processes; or None."""
+    if reading.get(f"root_{what}_kib") is None or reading.get("procs", 0) < 2:
+        return None
+    return (reading[f"{what}_kib"] - reading[f"root_{what}_kib"]) / (reading["procs"] - 1)
+
+
+def _fmt_child(v):
+    return "-" if v is None else f"{v:.0f}"
 
 
 def mem_snapshot(root):
@@ -70,7 +84,9 @@ def idle(args):
     def rss_and_more(pid):
         rss = orig(pid)
         _, nprocs, nthreads = cpu_snapshot(pid)
-        readings.append({"rss_kib": rss, "pss_kib": pss_kib(pid), "procs": nprocs, "threads": nthreads})
+        readings.append({"rss_kib": rss, "pss_kib": pss_kib(pid), "root_pss_kib": pss_kib(pid, only_root=True),
+                         "uss_kib": pss_kib(pid, fields=USS), "root_uss_kib": pss_kib(pid, only_root=True, fields=USS),
+                         "procs": nprocs, "threads": nthreads})
         return rss
 
     idle_client.rss_kib = rss_and_more
@@ -226,9 +242,11 @@ def report(d, header=""):
         print()
         print(f"== Memory with {conns or '?'} idle keep-alive connections open (after one GET /1k.bin each) ==")
         print("RSS = VmRSS summed over all server processes (shared pages count once per process);")
-        print("PSS = proportional set size summed (shared pages split); KiB = after, and growth over the idle server.")
+        print("PSS = proportional set size summed (shared pages split); KiB = after, and growth over the idle server;")
+        print("PSS/child = (PSS - the parent's own PSS) / (processes - 1): what each child (Apache's or prefork's) holds;")
+        print("  it falls as children multiply (shared pages split more ways): USS/child (private pages) does not.")
         print(f"{'server':<15} {'conns':>6} {'open':>6} {'procs':>6} {'thrds':>6} {'RSS KiB':>9} {'+RSS':>9} "
-              f"{'PSS KiB':>9} {'+PSS':>9} | {'twin':<14} {'RSS':>6} {'PSS':>6}")
+              f"{'PSS KiB':>9} {'+PSS':>9} {'PSS/child':>9} {'USS/child':>9} | {'twin':<14} {'RSS':>6} {'PSS':>6} {'/child':>6} {'USS/c':>6}")
         for s in servers:
             v = idle.get(s["name"])
             if not v or "after" not in v:
@@ -240,15 +258,17 @@ def report(d, header=""):
             a, b = v["after"], v.get("before", {})
             line = (f"{s['name']:<15} {v.get('conns', 0):>6} {v.get('open', 0):>6} {a['procs']:>6} {a['threads']:>6} "
                     f"{a['rss_kib']:>9} {a['rss_kib'] - b.get('rss_kib', 0):>9} {a['pss_kib']:>9} "
-                    f"{a['pss_kib'] - b.get('pss_kib', 0):>9} |")
+                    f"{a['pss_kib'] - b.get('pss_kib', 0):>9} {_fmt_child(per_child(a)):>9} {_fmt_child(per_child(a, 'uss')):>9} |")
             for i, twin in enumerate(s["twins"] or [""]):
                 if i:
-                    line = f"{'':<15} {'':>6} {'':>6} {'':>6} {'':>6} {'':>9} {'':>9} {'':>9} {'':>9} |"
+                    line = f"{'':<15} {'':>6} {'':>6} {'':>6} {'':>6} {'':>9} {'':>9} {'':>9} {'':>9} {'':>9} {'':>9} |"
                 tv = idle.get(twin) if twin else None
                 if tv and "after" in tv:
                     ta = tv["after"]
                     line += (f" {twin:<14} {_x(_ratio(a['rss_kib'], ta['rss_kib'])):>6} "
-                             f"{_x(_ratio(a['pss_kib'], ta['pss_kib'])):>6}")
+                             f"{_x(_ratio(a['pss_kib'], ta['pss_kib'])):>6} "
+                             f"{_x(_ratio(per_child(a), per_child(ta))):>6} "
+                             f"{_x(_ratio(per_child(a, 'uss'), per_child(ta, 'uss'))):>6}")
                 elif twin:
                     line += f" {twin:<14} (not measured)"
                 print(line)

@@ -21,6 +21,7 @@ pub mod lifecycle;
 pub mod metrics;
 pub mod net;
 pub mod output;
+pub mod pagebuf;
 pub mod ratelog;
 pub mod respond;
 pub mod tls;

@@ -36,7 +36,7 @@ const LINGER_MS: u64 = 2000;
 /// reusable state (its context, read buffer and output batch).
 pub struct Runner {
     pub w: ThreadCtx,
-    buf: Vec<u8>,
+    buf: gearshift_core::pagebuf::PageBuf,
     batch: Batch,
     last_flush_ms: u64,
     /// Where requests answered are reported besides `Shared::requests`, at every wake-up
@@ -53,7 +53,7 @@ impl Runner {
     pub fn new(shared: &Shared) -> Runner {
         Runner {
             w: ThreadCtx::new(shared.now_ms(), unix_now()).counting(shared),
-            buf: vec![0; gearshift_core::defaults::READ_BUF],
+            buf: gearshift_core::pagebuf::PageBuf::new(gearshift_core::defaults::READ_BUF),
             batch: Batch::default(),
             last_flush_ms: 0,
             report: None,

@@ -106,7 +106,7 @@ impl super::Engine for ForkEngine {
             front: Some(front),
             back_rx: Some(back_rx),
             back_tx,
-            buf: Vec::new(),
+            buf: pass::RecvBuf::default(),
             retry_at: 0,
         };
         loop {
@@ -161,7 +161,7 @@ struct Master {
     front: Option<Front>,
     back_rx: Option<OwnedFd>,
     back_tx: OwnedFd,
-    buf: Vec<u8>,
+    buf: pass::RecvBuf,
     /// After a failed fork, none is tried before this (ms).
     retry_at: u64,
 }

@@ -5,6 +5,7 @@
 //! bytes (the peer address is asked of the socket again on arrival).
 
 use crate::front::Handoff;
+use gearshift_core::pagebuf::PageBuf;
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::io::Errno;
 use rustix::net::{
@@ -78,13 +79,19 @@ pub enum Received {
     Closed,
 }
 
+/// The receiving end's buffer, made at its first use: a message's worth of pages mapped
+/// but written only as messages fill them (a `resize` of a Vec wrote 160 KiB of zeros,
+/// which every prefork child then held as private memory).
+#[derive(Default)]
+pub struct RecvBuf(Option<PageBuf>);
+
 /// Receive a connection (blocking as the socket is, up to its SO_RCVTIMEO).
-pub fn recv(sock: BorrowedFd<'_>, buf: &mut Vec<u8>) -> Received {
-    buf.resize(MAX_MESSAGE, 0);
+pub fn recv(sock: BorrowedFd<'_>, buf: &mut RecvBuf) -> Received {
+    let buf = buf.0.get_or_insert_with(|| PageBuf::new(MAX_MESSAGE));
     let mut space = [0u8; rustix::cmsg_space!(ScmRights(1))];
     let mut control = RecvAncillaryBuffer::new(&mut space);
     let got = loop {
-        let mut iov = [IoSliceMut::new(buf)];
+        let mut iov = [IoSliceMut::new(&mut buf[..])];
         match rustix::net::recvmsg(sock, &mut iov, &mut control, RecvFlags::CMSG_CLOEXEC) {
             Ok(r) => break r,
             Err(Errno::INTR) => continue,
@@ -152,7 +159,7 @@ mod tests {
             listener: 2,
         };
         assert!(send(a.as_fd(), h, true).is_ok());
-        let mut buf = Vec::new();
+        let mut buf = RecvBuf::default();
         let Received::Conn(got) = recv(b.as_fd(), &mut buf) else {
             panic!("nothing received");
         };

@@ -212,7 +212,7 @@ impl super::Engine for PreforkEngine {
             back_rx: Some(back_rx),
             to_rx: to_rx.as_fd(),
             back_tx: back_tx.as_fd(),
-            buf: Vec::new(),
+            buf: pass::RecvBuf::default(),
         };
         for _ in 0..m.knobs.start_servers {
             if !m.spawn() {
@@ -295,7 +295,7 @@ struct Master<'a> {
     /// The children's socket ends.
     to_rx: BorrowedFd<'a>,
     back_tx: BorrowedFd<'a>,
-    buf: Vec<u8>,
+    buf: pass::RecvBuf,
 }
 
 impl Master<'_> {

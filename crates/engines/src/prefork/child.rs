@@ -35,7 +35,7 @@ pub(super) fn child_main(
     let counter = board.clone();
     w.report_requests(Box::new(move |n| counter.slot(i).add_requests(n)));
     let mut served = 0u64;
-    let mut buf = Vec::new();
+    let mut buf = pass::RecvBuf::default();
     slot.set_state(State::Idle);
     // How long a connection waiting for its next request keeps this child: 0 while others
     // wait for one (see `pressure`).
@@ -144,7 +144,7 @@ fn take(
     stale: &dyn Fn() -> bool,
     acceptor: &crate::limits::Acceptor,
     shared: &Shared,
-    buf: &mut Vec<u8>,
+    buf: &mut pass::RecvBuf,
 ) -> Taken {
     use rustix::event::{poll, PollFd, PollFlags};
     let Some(listeners) = https.filter(|_| acceptor.paused_for_ms() == 0) else {
@@ -183,7 +183,7 @@ fn take(
 }
 
 /// A connection the master passed (waiting up to the socket's receive timeout).
-fn passed(to_rx: BorrowedFd<'_>, buf: &mut Vec<u8>) -> Taken {
+fn passed(to_rx: BorrowedFd<'_>, buf: &mut pass::RecvBuf) -> Taken {
     match pass::recv(to_rx, buf) {
         Received::Conn(h) => Taken::Conn(h),
         Received::Nothing => Taken::Nothing,
