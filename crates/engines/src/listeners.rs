@@ -69,11 +69,6 @@ impl Listeners {
         self.0.iter()
     }
 
-    /// The first listener (the accept-queue probes that watch one look at it).
-    pub fn first(&self) -> &TcpListener {
-        &self.0[0].socket
-    }
-
     /// Every engine accepts when epoll or poll says so, never waiting in accept.
     pub fn set_nonblocking(&self) -> std::io::Result<()> {
         self.iter().try_for_each(|l| l.socket.set_nonblocking(true))
@@ -229,7 +224,7 @@ mod tests {
         let mut events = rustix::event::epoll::EventVec::with_capacity(4);
         epoll::wait(&epoll, &mut events, 0).unwrap();
         assert_eq!(events.len(), 0);
-        let first = l.first().local_addr().unwrap();
+        let first = l.iter().next().unwrap().socket.local_addr().unwrap();
         let _c1 = std::net::TcpStream::connect(first).unwrap();
         epoll::wait(&epoll, &mut events, 5000).unwrap();
         let tokens: Vec<u64> = events.iter().map(|e| e.data.u64()).collect();

@@ -123,9 +123,12 @@ pub fn serve(
             })
             .collect(),
     );
-    // The sampler reads the first listener's accept queue (TCP_INFO) until the server drains.
-    let probe = std::os::fd::AsRawFd::as_raw_fd(listeners.first());
-    let sampler = live::Sampler::new(&config.control, Some(probe), &shared, &state.live)?;
+    // The sampler sums the listeners' accept queues (TCP_INFO) until the server drains.
+    let probes = listeners
+        .iter()
+        .map(|l| std::os::fd::AsRawFd::as_raw_fd(&l.socket))
+        .collect();
+    let sampler = live::Sampler::new(&config.control, probes, &shared, &state.live)?;
     let started = Started {
         addr: listening
             .iter()

@@ -103,11 +103,13 @@ impl Sampler {
         let snap = shared.counters.snapshot();
         let d = snap.since(&self.last);
         self.last = snap;
-        let queue = self
-            .listener
-            // SAFETY: open while `listener` is Some (see the field's documentation).
-            .and_then(|fd| procfs::accept_queue(unsafe { BorrowedFd::borrow_raw(fd) }))
-            .map_or(0.0, |(len, _)| len as f64);
+        let queue: f64 = self
+            .listeners
+            .iter()
+            // SAFETY: open while they are listed (see the field's documentation).
+            .filter_map(|&fd| procfs::accept_queue(unsafe { BorrowedFd::borrow_raw(fd) }))
+            .map(|(len, _)| len as f64)
+            .sum();
         let usage = procfs::usage();
         let ticks = usage.ticks.saturating_sub(self.last_ticks);
         self.last_ticks = usage.ticks;

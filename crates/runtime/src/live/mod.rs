@@ -116,12 +116,13 @@ pub struct Sampler {
     last: Snapshot,
     last_ticks: u64,
     last_overflows: u64,
-    /// The engine's listening socket, for TCP_INFO. Not a duplicate: a duplicate would be
+    /// The engine's listening sockets, for TCP_INFO (their accept queues are summed). Not
+    /// duplicates: a duplicate would be
     /// inherited by forked children and keep the socket listening after the engine closed
     /// it. Engines close their listener only once the server drains, and the sampler stops
     /// using the descriptor as soon as it sees the drain (on the same master thread that
     /// starts it), so the descriptor is open whenever it is used.
-    listener: Option<RawFd>,
+    listeners: Vec<RawFd>,
     supervisor: Option<Supervisor>,
     /// Each stage's `busy_ms_total` at the last sample (staged engine).
     stage_busy_ms: std::collections::BTreeMap<String, u64>,
@@ -133,7 +134,7 @@ pub struct Sampler {
 impl Sampler {
     pub fn new(
         cfg: &LiveConfig,
-        listener: Option<RawFd>,
+        listeners: Vec<RawFd>,
         shared: &Shared,
         status: &LiveStatus,
     ) -> Result<Sampler, String> {
@@ -170,7 +171,7 @@ impl Sampler {
             last: shared.counters.snapshot(),
             last_ticks: metrics::procfs::usage().ticks,
             last_overflows: metrics::procfs::listen_overflows(),
-            listener,
+            listeners,
             supervisor,
             stage_busy_ms: Default::default(),
             trajectory,
@@ -189,7 +190,7 @@ impl Sampler {
     /// Sample, control and publish if an interval has passed.
     pub fn tick(&mut self, shared: &Shared, status: &LiveStatus) {
         if shared.life.is_draining() {
-            self.listener = None;
+            self.listeners.clear();
         }
         let now = metrics::now_us();
         if now < self.next_us {

@@ -85,3 +85,37 @@ fn stage_utilisation_over_the_sampling_interval() {
     interval_utilisation(&mut s, &stats(9000), &mut last, 0.5);
     assert_eq!(s[0].utilisation, 1.0, "clamped");
 }
+
+#[test]
+fn the_accept_queue_sensor_sums_every_listener() {
+    use std::os::fd::AsRawFd;
+    // Two listeners nobody accepts on: one connection waits in the first, two in the second.
+    let a = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let b = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let _c = [
+        std::net::TcpStream::connect(a.local_addr().unwrap()).unwrap(),
+        std::net::TcpStream::connect(b.local_addr().unwrap()).unwrap(),
+        std::net::TcpStream::connect(b.local_addr().unwrap()).unwrap(),
+    ];
+    let svc = gearshift_handlers::Service::with_defaults(&std::env::temp_dir()).unwrap();
+    let shared = Shared::new(svc, 10_000);
+    let status = LiveStatus::default();
+    let mut s = Sampler::new(
+        &LiveConfig::default(),
+        vec![a.as_raw_fd(), b.as_raw_fd()],
+        &shared,
+        &status,
+    )
+    .unwrap();
+    // The handshakes complete in the kernel, maybe a moment after connect returns.
+    let t = std::time::Instant::now();
+    let mut queue = 0.0;
+    while t.elapsed().as_secs() < 5 {
+        queue = s.measure(&shared, metrics::now_us()).accept_queue_len;
+        if queue >= 3.0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(queue, 3.0);
+}
