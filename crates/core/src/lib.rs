@@ -24,4 +24,5 @@ pub mod output;
 pub mod pagebuf;
 pub mod ratelog;
 pub mod respond;
+pub mod shm;
 pub mod tls;

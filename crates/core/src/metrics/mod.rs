@@ -125,21 +125,9 @@ impl Counters {
     /// on the heap if the mapping cannot be made (then process engines' children's counts
     /// are not seen: said in the log).
     pub fn new_shared() -> &'static Counters {
-        let len = std::mem::size_of::<Counters>();
-        // SAFETY: a new anonymous mapping at an address the kernel picks; zero-filled,
-        // page-aligned (so aligned for `Counters`), never unmapped, reached only through
-        // shared references to atomics (valid when zeroed).
-        let mapped = unsafe {
-            rustix::mm::mmap_anonymous(
-                std::ptr::null_mut(),
-                len,
-                rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
-                rustix::mm::MapFlags::SHARED,
-            )
-        };
-        match mapped {
-            // SAFETY: see above.
-            Ok(p) => unsafe { &*p.cast::<Counters>() },
+        // SAFETY: `Counters` is atomics only, valid when zeroed, used through `&` only.
+        match unsafe { crate::shm::leak_shared_zeroed::<Counters>() } {
+            Ok(c) => c,
             Err(e) => {
                 tracing::warn!("metrics: no shared mapping ({e}); child processes uncounted");
                 Box::leak(Box::new(Counters::zeroed()))

@@ -152,21 +152,9 @@ impl Stats {
     /// A block in shared anonymous memory (seen by children forked later), or on the heap
     /// if the mapping cannot be made.
     pub fn new_shared() -> &'static Stats {
-        let len = std::mem::size_of::<Stats>();
-        // SAFETY: a new anonymous mapping at an address the kernel picks; zero-filled,
-        // page-aligned, never unmapped, reached only through shared references to atomics
-        // (valid when zeroed).
-        let mapped = unsafe {
-            rustix::mm::mmap_anonymous(
-                std::ptr::null_mut(),
-                len,
-                rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
-                rustix::mm::MapFlags::SHARED,
-            )
-        };
-        match mapped {
-            // SAFETY: see above.
-            Ok(p) => unsafe { &*p.cast::<Stats>() },
+        // SAFETY: `Stats` is atomics only, valid when zeroed, used through `&` only.
+        match unsafe { gearshift_core::shm::leak_shared_zeroed::<Stats>() } {
+            Ok(s) => s,
             Err(_) => Box::leak(Box::default()),
         }
     }
