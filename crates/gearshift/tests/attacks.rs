@@ -17,29 +17,6 @@ mod common;
 use common::*;
 use std::time::Duration;
 
-/// Few workers, so that a few hundred attack connections would hold every one of them.
-const SMALL: &str = r#"
-[threads]
-max_threads = 8
-[pool]
-threads = 8
-[fork]
-max_children = 8
-[prefork]
-start_servers = 4
-min_spare_servers = 2
-max_spare_servers = 8
-max_request_workers = 8
-[worker]
-start_servers = 2
-server_limit = 2
-threads_per_child = 4
-thread_limit = 4
-min_spare_threads = 2
-max_spare_threads = 8
-max_request_workers = 8
-"#;
-
 const BAR: f64 = 0.95;
 const PROBE_EVERY: Duration = Duration::from_millis(50);
 
@@ -59,7 +36,7 @@ fn start(extra: &str) -> Server {
 fn start_limited(extra: &str, nofile: Option<u64>) -> Server {
     let root = attack_docroot();
     let (cfg_dir, cfg) = config_file(&format!(
-        "root = \"{}\"\nlisten = \"127.0.0.1:0\"\n{extra}\n{SMALL}",
+        "root = \"{}\"\nlisten = \"127.0.0.1:0\"\n{extra}\n{SMALL_POOLS}",
         root.str()
     ));
     let mut args: Vec<String> = vec!["serve".into(), root.str(), "--config".into(), cfg];

@@ -17,30 +17,8 @@ use fastcgi_peers::*;
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
-/// Few workers, so that a few hundred attack connections would hold every one of them.
-const SMALL: &str = r#"
-[threads]
-max_threads = 8
-[pool]
-threads = 8
-[fork]
-max_children = 8
-[prefork]
-start_servers = 4
-min_spare_servers = 2
-max_spare_servers = 8
-max_request_workers = 8
-[worker]
-start_servers = 2
-server_limit = 2
-threads_per_child = 4
-thread_limit = 4
-min_spare_threads = 2
-max_spare_threads = 8
-max_request_workers = 8
-[dynamic]
-threads = 8
-"#;
+/// The dynamic pool as small as the others (`SMALL_POOLS`).
+const SMALL_DYNAMIC: &str = "[dynamic]\nthreads = 8\n";
 
 const BAR: f64 = 0.95;
 const PROBE_EVERY: Duration = Duration::from_millis(50);
@@ -58,7 +36,7 @@ fn start(section: &str) -> Server {
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
     root.write("app.php", PHP);
     let (cfg_dir, cfg) = config_file(&format!(
-        "root = \"{}\"\nlisten = \"127.0.0.1:0\"\n{section}\n{SMALL}",
+        "root = \"{}\"\nlisten = \"127.0.0.1:0\"\n{section}\n{SMALL_POOLS}\n{SMALL_DYNAMIC}",
         root.str()
     ));
     let mut s = serve(root, &["--config", &cfg]);

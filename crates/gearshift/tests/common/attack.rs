@@ -169,3 +169,26 @@ impl Drop for Flood {
         }
     }
 }
+
+/// Few workers, so that a few hundred attack connections would hold every one of them.
+pub const SMALL_POOLS: &str = r#"
+[threads]
+max_threads = 8
+[pool]
+threads = 8
+[fork]
+max_children = 8
+[prefork]
+start_servers = 4
+min_spare_servers = 2
+max_spare_servers = 8
+max_request_workers = 8
+[worker]
+start_servers = 2
+server_limit = 2
+threads_per_child = 4
+thread_limit = 4
+min_spare_threads = 2
+max_spare_threads = 8
+max_request_workers = 8
+"#;
