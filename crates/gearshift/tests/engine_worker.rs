@@ -7,9 +7,9 @@
 mod common;
 
 use common::*;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread::{self, sleep};
+use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 fn worker(args: &[&str]) -> (Server, String) {
@@ -93,40 +93,17 @@ fn child_killed_under_load_is_replaced_and_costs_only_its_connections() {
     );
     // Six clients, each on one keep-alive connection for good (a new one only after a
     // failure), so the connections a child holds are fixed while the load runs.
-    let stop = Arc::new(AtomicBool::new(false));
-    let (ok, failed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-    let clients: Vec<_> = (0..6)
-        .map(|_| {
-            let (addr, stop, ok, failed) = (s.addr, stop.clone(), ok.clone(), failed.clone());
-            thread::spawn(move || {
-                let request = req("GET", "/file.txt", &[]);
-                let mut c = Conn::open(addr);
-                while !stop.load(Ordering::Relaxed) {
-                    let answer = c.try_send(&request).map_err(|e| e.to_string());
-                    match answer.and_then(|_| c.try_response(false)) {
-                        Ok(r) if r.status == 200 && r.body == b"plain text file for tests\n" => {
-                            ok.fetch_add(1, Ordering::Relaxed);
-                        }
-                        _ => {
-                            failed.fetch_add(1, Ordering::Relaxed);
-                            c = Conn::open(addr);
-                        }
-                    }
-                    sleep(Duration::from_millis(2));
-                }
-            })
-        })
-        .collect();
+    let load = Hammer::start(s.addr, 6);
     // A child holding client connections (its sockets: the listener plus those).
     let victim = poll(Duration::from_secs(5), || {
-        (ok.load(Ordering::Relaxed) > 200)
+        (load.ok() > 200)
             .then(|| live_children(pid).into_iter().find(|&c| sockets(c) >= 2))
             .flatten()
     })
     .expect("no child holding connections under load");
     let held = sockets(victim) - 1;
     let before = live_children(pid);
-    let ok_at_kill = ok.load(Ordering::Relaxed);
+    let ok_at_kill = load.ok();
     // SAFETY: kill(2) on a child of the server this test started.
     assert_eq!(unsafe { libc::kill(victim, libc::SIGKILL) }, 0);
     let after = poll(Duration::from_secs(3), || {
@@ -139,11 +116,7 @@ fn child_killed_under_load_is_replaced_and_costs_only_its_connections() {
         "no new child: {before:?} -> {after:?}"
     );
     sleep(Duration::from_millis(700));
-    stop.store(true, Ordering::Relaxed);
-    for c in clients {
-        c.join().expect("client thread");
-    }
-    let (ok, failed) = (ok.load(Ordering::Relaxed), failed.load(Ordering::Relaxed));
+    let (ok, failed) = load.stop();
     assert!(
         failed <= held,
         "{failed} requests failed; the killed child held only {held} connections ({ok} ok)"

@@ -8,7 +8,7 @@
 mod common;
 
 use common::*;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::{self, sleep};
 use std::time::{Duration, Instant};
@@ -87,39 +87,16 @@ fn prefork_child_killed_under_load_is_replaced_and_costs_only_its_connection() {
         "start_servers not reached: {:?}",
         children_of(pid)
     );
-    let stop = Arc::new(AtomicBool::new(false));
-    let (ok, failed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-    let clients: Vec<_> = (0..3)
-        .map(|_| {
-            let (addr, stop, ok, failed) = (s.addr, stop.clone(), ok.clone(), failed.clone());
-            thread::spawn(move || {
-                let request = req("GET", "/file.txt", &[]);
-                let mut c = Conn::open(addr);
-                while !stop.load(Ordering::Relaxed) {
-                    let answer = c.try_send(&request).map_err(|e| e.to_string());
-                    match answer.and_then(|_| c.try_response(false)) {
-                        Ok(r) if r.status == 200 && r.body == b"plain text file for tests\n" => {
-                            ok.fetch_add(1, Ordering::Relaxed);
-                        }
-                        _ => {
-                            failed.fetch_add(1, Ordering::Relaxed);
-                            c = Conn::open(addr);
-                        }
-                    }
-                    sleep(Duration::from_millis(2));
-                }
-            })
-        })
-        .collect();
+    let load = Hammer::start(s.addr, 3);
     // Under load: pick a child that holds a client connection (listener + connection).
     let busy = poll(Duration::from_secs(5), || {
-        (ok.load(Ordering::Relaxed) > 100)
+        (load.ok() > 100)
             .then(|| live_children(pid).into_iter().find(|&c| sockets(c) >= 2))
             .flatten()
     })
     .expect("no busy prefork child under load");
     let before = live_children(pid);
-    let ok_at_kill = ok.load(Ordering::Relaxed);
+    let ok_at_kill = load.ok();
     // SAFETY: kill(2) on a child of the server this test started.
     assert_eq!(unsafe { libc::kill(busy, libc::SIGKILL) }, 0);
     let replaced = poll(Duration::from_secs(3), || {
@@ -133,11 +110,7 @@ fn prefork_child_killed_under_load_is_replaced_and_costs_only_its_connection() {
     );
     // The load goes on for a while on the other connections.
     sleep(Duration::from_millis(700));
-    stop.store(true, Ordering::Relaxed);
-    for c in clients {
-        c.join().expect("client thread");
-    }
-    let (ok, failed) = (ok.load(Ordering::Relaxed), failed.load(Ordering::Relaxed));
+    let (ok, failed) = load.stop();
     assert!(
         failed <= 1,
         "{failed} requests failed; only the killed child's connection may ({ok} ok)"

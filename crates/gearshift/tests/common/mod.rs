@@ -7,6 +7,7 @@ mod attack;
 mod checked;
 mod client;
 mod date;
+mod hammer;
 mod procs;
 mod upstream;
 
@@ -18,6 +19,8 @@ pub use checked::*;
 pub use client::*;
 #[allow(unused_imports)]
 pub use date::*;
+#[allow(unused_imports)]
+pub use hammer::*;
 #[allow(unused_imports)]
 pub use procs::*;
 #[allow(unused_imports)]
