@@ -22,6 +22,7 @@ use gearshift_http::SlowReason;
 use rustix::event::{poll, PollFd, PollFlags};
 use rustix::fd::{AsFd, OwnedFd};
 use rustix::io::Errno;
+use rustix::net::RecvFlags;
 use sock::{linger, set_timeout, Timeout};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -47,6 +48,14 @@ pub struct Runner {
     /// HTTPS connections are served to their end here, never handed back: a process
     /// engine's child, whose TLS state cannot cross to another process (`resident_tls`).
     resident_tls: bool,
+    /// The connection being served came from a stage that keeps it registered
+    /// (`Handoff::registered`), which `hand_back` passes on.
+    registered: bool,
+    /// Before handing an idle connection back, look once (without waiting) whether its
+    /// next request is there already, and serve it here if so. Off for a pool whose stage
+    /// re-arms the connection level-triggered (`hand_back_at_once`): the stage sees such a
+    /// request at its next turn, and the look, which mostly finds nothing, costs a call.
+    look_before_hand_back: bool,
 }
 
 impl Runner {
@@ -59,7 +68,16 @@ impl Runner {
             report: None,
             reported: 0,
             resident_tls: false,
+            registered: false,
+            look_before_hand_back: true,
         }
+    }
+
+    /// Hand idle connections back without looking for a next request first (see
+    /// `look_before_hand_back`).
+    pub fn hand_back_at_once(mut self) -> Runner {
+        self.look_before_hand_back = false;
+        self
     }
 
     /// Serve HTTPS connections to their end instead of handing them back when they wait
@@ -129,6 +147,7 @@ impl Runner {
         shared: &Shared,
         linger: &dyn Fn() -> u64,
     ) {
+        self.registered = false;
         let served = crate::guard::catch(shared, || {
             self.tick(shared);
             let svc = shared.service.load_full();
@@ -148,6 +167,7 @@ impl Runner {
 
     /// A new connection's session; sets the socket up for `serve_session`.
     pub fn open(&mut self, fd: &OwnedFd, peer: SocketAddr, shared: &Shared) -> Session {
+        self.registered = false;
         self.tick(shared);
         let svc = shared.service.load_full();
         self.w.sync_log(&svc);
@@ -194,7 +214,10 @@ impl Runner {
         self.tick(shared);
         let svc = shared.service.load_full();
         self.w.sync_log(&svc);
-        self.prepare(&h.fd);
+        if !h.prepared {
+            self.prepare(&h.fd);
+        }
+        self.registered = h.registered;
         let mut session = Session::resume(&svc, h.peer, self.w.now_ms, h.requests, h.head_ms);
         session.listener = h.listener;
         session.http.response_done(self.w.now_ms);
@@ -251,6 +274,27 @@ impl Runner {
                         if ms > 0 {
                             let ms = if resident { u64::MAX / 4 } else { ms };
                             linger_until.get_or_insert(self.w.now_ms + ms);
+                        } else if !self.look_before_hand_back
+                            && !self.w.draining
+                            && !tls.as_ref().is_some_and(|t| t.has_plaintext())
+                        {
+                            // (Plaintext already decrypted is no readiness the stage sees;
+                            // draining, a request that came is answered here, not dropped.)
+                            return self.give_back(fd, tls, &session, kept, rcv_ms);
+                        } else if tls.is_none() {
+                            // One look without waiting: a request already there is served
+                            // here, with no hand-off (and read in the same call).
+                            match rustix::net::recv(&fd, &mut self.buf, RecvFlags::DONTWAIT) {
+                                Ok(0) => break,
+                                Ok(n) => {
+                                    kept.extend_from_slice(&self.buf[..n]);
+                                    fresh = true;
+                                }
+                                Err(Errno::AGAIN | Errno::INTR) => {
+                                    return self.give_back(fd, tls, &session, kept, rcv_ms);
+                                }
+                                Err(_) => break,
+                            }
                         } else {
                             let mut fds = [PollFd::new(&fd, PollFlags::IN)];
                             let buffered = tls.as_ref().is_some_and(|t| t.has_plaintext());
@@ -454,6 +498,8 @@ impl Runner {
             head_ms: in_head.then(|| session.http.head_started_ms()),
             tls,
             listener: session.listener,
+            registered: self.registered,
+            prepared: true,
         }
     }
 

@@ -14,7 +14,7 @@
 
 use super::blocking::Runner;
 use super::master_loop;
-use crate::front::{spawn_stage, Front, Handoff, Returns, LINGER_MS};
+use crate::front::{spawn_stage, Front, Handoff, Returns, Stage, LINGER_MS, NAP_MS};
 use crate::listeners::Listeners;
 use crate::{limits, Host, Shared};
 use gearshift_core::knobs::Spec;
@@ -43,11 +43,11 @@ impl PoolEngine {
 }
 
 struct PoolState {
-    items: Mutex<VecDeque<Handoff>>,
+    items: Mutex<Queue>,
     /// Signalled when an item is pushed or the pool stops.
     filled: Condvar,
-    /// Signalled when an item is taken.
-    emptied: Condvar,
+    /// Items queued (`Queue::items.len()`, for readers that take no lock).
+    queued: AtomicUsize,
     cap: AtomicUsize,
     target: AtomicUsize,
     alive: AtomicUsize,
@@ -58,8 +58,16 @@ struct PoolState {
     ready: AtomicUsize,
 }
 
+/// The queue, and how many threads sleep on it.
+#[derive(Default)]
+struct Queue {
+    items: VecDeque<Handoff>,
+    /// Threads waiting on `filled` (a push wakes no more than these).
+    sleeping: usize,
+}
+
 impl PoolState {
-    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Handoff>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
         self.items.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -88,7 +96,7 @@ impl PoolState {
             "target": self.target.load(Ordering::Relaxed),
             "busy": busy,
             "idle": alive.saturating_sub(busy),
-            "queue": self.lock().len(),
+            "queue": self.queued.load(Ordering::Relaxed),
             "queue_cap": self.cap.load(Ordering::Relaxed),
             "waiting": self.waiting.load(Ordering::Relaxed),
             "ready": self.ready.load(Ordering::Relaxed),
@@ -112,9 +120,9 @@ impl super::Engine for PoolEngine {
         host: &dyn Host,
     ) -> std::io::Result<()> {
         let pool = Arc::new(PoolState {
-            items: Mutex::new(VecDeque::new()),
+            items: Mutex::new(Queue::default()),
             filled: Condvar::new(),
-            emptied: Condvar::new(),
+            queued: AtomicUsize::new(0),
             cap: AtomicUsize::new(self.queue),
             target: AtomicUsize::new(self.threads),
             alive: AtomicUsize::new(0),
@@ -166,7 +174,6 @@ impl super::Engine for PoolEngine {
                 generation = g;
                 if let Some(q) = shared.knobs.get("queue") {
                     pool.cap.store(q as usize, Ordering::SeqCst);
-                    pool.emptied.notify_all();
                 }
                 if let Some(t) = shared.knobs.get("threads") {
                     pool.target.store(t as usize, Ordering::SeqCst);
@@ -187,7 +194,11 @@ impl super::Engine for PoolEngine {
 }
 
 /// The acceptor thread: run the head-reading stage, queue connections with a request for
-/// the workers while the queue has room, take back what workers hand back.
+/// the workers while the queue has room, take back what workers hand back. While the
+/// queue holds at least one connection for every idle thread, nothing the stage could read
+/// would be served sooner: it rests (`NAP_MS` at most) instead of waking at every request
+/// that arrives, until a worker takes the last queued connection; then it reads, at once,
+/// all that arrived meanwhile.
 fn run_front(
     mut front: Front,
     listener: &Listeners,
@@ -197,27 +208,50 @@ fn run_front(
 ) {
     loop {
         let svc = shared.service.load_full();
-        let room = pool.lock().len() < pool.cap.load(Ordering::SeqCst);
-        let wait = if room && front.ready_len() > 0 {
-            0
+        let cap = pool.cap.load(Ordering::SeqCst);
+        // Checked after saying it rests (see `take`): a worker that takes the last queued
+        // connection from now on wakes it.
+        returns.set_stage(Stage::Resting);
+        let queued = pool.lock().items.len();
+        let idle = pool
+            .alive
+            .load(Ordering::SeqCst)
+            .saturating_sub(pool.busy.load(Ordering::SeqCst));
+        let movable = front.ready_len() > 0 && queued < cap;
+        let fired = if movable {
+            returns.set_stage(Stage::Running);
+            front.turn(listener, 0, shared, &svc)
+        } else if queued > 0 && queued >= idle {
+            returns.rest(NAP_MS);
+            returns.set_stage(Stage::Running);
+            front.turn(listener, 0, shared, &svc)
         } else {
-            100
+            returns.set_stage(Stage::Sleeping);
+            // Paired with `Returns::give_back`: a hand-back from now on wakes the stage.
+            let wait = if returns.pending() > 0 { 0 } else { 100 };
+            let fired = front.turn(listener, wait, shared, &svc);
+            returns.set_stage(Stage::Running);
+            fired
         };
-        if !front.turn(listener, wait, shared, &svc).is_empty() {
+        if !fired.is_empty() || returns.pending() > 0 {
             front.collect(returns, &svc, shared.now_ms());
         }
         let mut moved = 0;
-        {
-            let mut items = pool.lock();
-            while items.len() < pool.cap.load(Ordering::SeqCst) {
+        let wake = {
+            let mut q = pool.lock();
+            while q.items.len() < pool.cap.load(Ordering::SeqCst) {
                 let Some(h) = front.pop_ready() else {
                     break;
                 };
-                items.push_back(h);
+                q.items.push_back(h);
                 moved += 1;
             }
-        }
-        for _ in 0..moved {
+            pool.queued.store(q.items.len(), Ordering::Relaxed);
+            moved.min(q.sleeping)
+        };
+        // One wake-up per sleeping thread that has a connection to take, none for threads
+        // that are up already (they take the next connection before they sleep).
+        for _ in 0..wake {
             pool.filled.notify_one();
         }
         front.busy += moved;
@@ -266,18 +300,20 @@ fn spawn_missing(
 }
 
 fn work(pool: &PoolState, shared: &Shared, returns: &Returns) {
-    let mut w = Runner::new(shared);
+    // The stage re-arms what is handed back level-triggered: a request already there is
+    // seen at its next turn, with the others that arrived meanwhile.
+    let mut w = Runner::new(shared).hand_back_at_once();
     let mut wait = TICK;
     let linger = || {
         let alive = pool.alive.load(Ordering::Relaxed);
-        if pool.busy.load(Ordering::Relaxed) < alive && pool.lock().is_empty() {
+        if pool.busy.load(Ordering::Relaxed) < alive && pool.queued.load(Ordering::Relaxed) == 0 {
             LINGER_MS
         } else {
             0
         }
     };
     loop {
-        match take(pool, shared, wait) {
+        match take(pool, shared, returns, wait) {
             Take::Conn(h) => {
                 pool.busy.fetch_add(1, Ordering::SeqCst);
                 let back = w.serve_guarded(h, shared, &linger);
@@ -315,19 +351,24 @@ enum Take {
 
 /// Next queued connection, waiting at most `wait`. The target and the drain flag are
 /// checked under the queue lock, where their changes are signalled (`notify_workers`).
-fn take(pool: &PoolState, shared: &Shared, wait: Duration) -> Take {
-    let mut items = pool.lock();
+/// Taking the last queued connection, or finding none, wakes a resting stage: there is
+/// room for what it has read meanwhile.
+fn take(pool: &PoolState, shared: &Shared, returns: &Returns, wait: Duration) -> Take {
+    let mut q = pool.lock();
     let mut timed_out = false;
     loop {
         if pool.should_retire() {
-            if !items.is_empty() {
+            if !q.items.is_empty() && q.sleeping > 0 {
                 pool.filled.notify_one(); // the wake-up this thread took is passed on
             }
             return Take::Retire;
         }
-        if let Some(h) = items.pop_front() {
-            drop(items);
-            pool.emptied.notify_one();
+        if let Some(h) = q.items.pop_front() {
+            pool.queued.store(q.items.len(), Ordering::Relaxed);
+            if q.items.is_empty() {
+                // Under the lock, where the stage checked the queue after saying it rests.
+                returns.wake_resting();
+            }
             return Take::Conn(h);
         }
         if shared.life.is_draining() {
@@ -336,11 +377,14 @@ fn take(pool: &PoolState, shared: &Shared, wait: Duration) -> Take {
         if timed_out {
             return Take::Idle;
         }
+        returns.wake_resting();
+        q.sleeping += 1;
         let (guard, res) = pool
             .filled
-            .wait_timeout(items, wait)
+            .wait_timeout(q, wait)
             .unwrap_or_else(|p| p.into_inner());
-        items = guard;
+        q = guard;
+        q.sleeping -= 1;
         timed_out = res.timed_out();
     }
 }
