@@ -3,9 +3,34 @@
 //! take them off and serve each with blocking I/O until it waits for input again, then hand
 //! it back to the stage (a slow or silent client holds no thread: issue 17). When the queue
 //! is full ready connections wait in the stage, and beyond the connection cap new ones in
-//! the kernel's accept queue. Both sizes are live knobs (`threads`, `queue`): the master spawns threads up to
-//! the target, and threads above it retire between connections, so resizing never touches
-//! a connection being served or queued.
+//! the kernel's accept queue. Both sizes are live knobs (`threads`, `queue`): the master
+//! spawns threads up to the target, and threads above it retire between connections, so
+//! resizing never touches a connection being served or queued.
+//!
+//! Wake-ups (issue 15). A thread blocked on one connection costs a wake-up and a context
+//! switch per request; the event engine pays one per ~45 requests. So under load the pool
+//! works in batches, with the same queue and the same knobs:
+//! - a thread that answered takes the next queued connection before it sleeps, and a push
+//!   wakes at most as many threads as sleep (`Queue::sleeping`), never one per request;
+//! - while the queue holds at least one connection per idle thread, nothing the stage
+//!   could read would be served sooner, so it rests (`Stage::Resting`, `NAP_MS` at most)
+//!   instead of waking at each request that arrives; the thread that takes the last queued
+//!   connection wakes it, and it then reads at once all that arrived meanwhile;
+//! - hand-backs wake the stage only when it sleeps for long (`Returns`); running or
+//!   resting, it collects them itself;
+//! - an idle connection is handed back at once (no last look, which mostly finds nothing):
+//!   the stage keeps it in its epoll set, one-shot and level-triggered, so one `epoll_ctl`
+//!   re-arms it and a request already there is seen at the next turn; the stage reads
+//!   with MSG_DONTWAIT and the socket keeps the worker's blocking mode and timeouts, so a
+//!   hand-off switches nothing (`Handoff::prepared`).
+//!
+//! Why not threads waiting on a shared readiness set (leader/followers, EPOLLEXCLUSIVE):
+//! ready connections would then wait in the kernel, not in the queue, so `queue` would no
+//! longer bound or show them (the controllers and the papers' pool read both), and every
+//! thread would read heads itself, which is the stage's job here (issue 17). Batching
+//! keeps the architecture and removes the per-request wake-ups under load; with spare
+//! threads, a thread still lingers `LINGER_MS` on its connection (one wake-up per request,
+//! as a thread-per-connection server), which is latency bought with idle threads.
 //!
 //! Idle threads sleep on the queue's condvar; every change they must see (a connection, the
 //! thread target, the drain) is signalled under the queue lock, so after one tick to flush
@@ -67,6 +92,20 @@ struct Queue {
 }
 
 impl PoolState {
+    fn new(threads: usize, queue: usize) -> PoolState {
+        PoolState {
+            items: Mutex::new(Queue::default()),
+            filled: Condvar::new(),
+            queued: AtomicUsize::new(0),
+            cap: AtomicUsize::new(queue),
+            target: AtomicUsize::new(threads),
+            alive: AtomicUsize::new(0),
+            busy: AtomicUsize::new(0),
+            waiting: AtomicUsize::new(0),
+            ready: AtomicUsize::new(0),
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
         self.items.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -119,17 +158,7 @@ impl super::Engine for PoolEngine {
         shared: Arc<Shared>,
         host: &dyn Host,
     ) -> std::io::Result<()> {
-        let pool = Arc::new(PoolState {
-            items: Mutex::new(Queue::default()),
-            filled: Condvar::new(),
-            queued: AtomicUsize::new(0),
-            cap: AtomicUsize::new(self.queue),
-            target: AtomicUsize::new(self.threads),
-            alive: AtomicUsize::new(0),
-            busy: AtomicUsize::new(0),
-            waiting: AtomicUsize::new(0),
-            ready: AtomicUsize::new(0),
-        });
+        let pool = Arc::new(PoolState::new(self.threads, self.queue));
         shared.knobs.define(
             Spec {
                 name: "threads",
@@ -386,5 +415,70 @@ fn take(pool: &PoolState, shared: &Shared, returns: &Returns, wait: Duration) ->
         q = guard;
         q.sleeping -= 1;
         timed_out = res.timed_out();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rustix::event::{poll, PollFd, PollFlags};
+
+    fn shared() -> Shared {
+        let svc = gearshift_handlers::Service::with_defaults(&std::env::temp_dir()).unwrap();
+        Shared::new(svc, 10_000)
+    }
+
+    fn handoff(requests: u64) -> Handoff {
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+        Handoff {
+            fd: a.into(),
+            peer: std::net::SocketAddr::from(([127, 0, 0, 1], 1)),
+            input: Vec::new(),
+            requests,
+            since_ms: 0,
+            head_ms: None,
+            tls: None,
+            listener: 0,
+            registered: false,
+            prepared: false,
+        }
+    }
+
+    fn signalled(r: &Returns) -> bool {
+        let fd = r.fd();
+        let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+        matches!(poll(&mut fds, 0), Ok(1))
+    }
+
+    #[test]
+    fn a_thread_takes_every_queued_connection_and_wakes_a_resting_stage_at_the_last() {
+        let (shared, pool, returns) = (shared(), PoolState::new(1, 8), Returns::new().unwrap());
+        pool.alive.store(1, Ordering::SeqCst);
+        pool.lock().items.extend((1..=3).map(handoff));
+        returns.set_stage(Stage::Resting);
+        let wait = Duration::from_secs(30); // never waited for: the items are there
+        for n in 1..=3 {
+            let Take::Conn(h) = take(&pool, &shared, &returns, wait) else {
+                panic!("item {n} not taken");
+            };
+            assert_eq!(h.requests, n, "in queue order");
+            assert_eq!(
+                signalled(&returns),
+                n == 3,
+                "woken at the last only (item {n})"
+            );
+        }
+        assert_eq!(pool.queued.load(Ordering::SeqCst), 0);
+        let idle = take(&pool, &shared, &returns, Duration::from_millis(10));
+        assert!(matches!(idle, Take::Idle));
+        // A thread above the target leaves, passing on nothing it took.
+        pool.lock().items.push_back(handoff(9));
+        pool.target.store(0, Ordering::SeqCst);
+        assert!(matches!(take(&pool, &shared, &returns, wait), Take::Retire));
+        assert_eq!(
+            pool.lock().items.len(),
+            1,
+            "the queued connection stays for others"
+        );
     }
 }

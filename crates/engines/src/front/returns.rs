@@ -156,3 +156,53 @@ pub fn spawn_stage(
         .unwrap_or_else(|_| Err(std::io::Error::other("head-reading stage died at start")))?;
     Ok(handle)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn signalled(r: &Returns) -> bool {
+        use rustix::event::{poll, PollFd, PollFlags};
+        let mut fds = [PollFd::new(&r.waker, PollFlags::IN)];
+        matches!(poll(&mut fds, 0), Ok(1))
+    }
+
+    #[test]
+    fn hand_backs_wake_only_a_sleeping_stage_and_once_until_it_reads() {
+        let r = Returns::new().unwrap();
+        // Running or resting, the stage finds hand-backs by itself: no write.
+        r.set_stage(Stage::Running);
+        r.give_back(None);
+        r.set_stage(Stage::Resting);
+        r.give_back(None);
+        assert!(!signalled(&r), "no wake-up while it runs or rests");
+        assert_eq!(r.pending(), 2);
+        r.take_signal();
+        assert_eq!(r.pending(), 0);
+        // Asleep in its epoll set: the first hand-back wakes it, later ones add nothing.
+        r.set_stage(Stage::Sleeping);
+        r.give_back(None);
+        assert!(signalled(&r));
+        r.give_back(None);
+        r.take_signal();
+        assert!(!signalled(&r), "one read resets it");
+        assert_eq!(r.ended.swap(0, Ordering::SeqCst), 4);
+    }
+
+    #[test]
+    fn only_a_resting_stage_is_woken_for_room_in_the_queue() {
+        let r = Returns::new().unwrap();
+        r.set_stage(Stage::Sleeping);
+        r.wake_resting();
+        r.set_stage(Stage::Running);
+        r.wake_resting();
+        assert!(!signalled(&r));
+        r.set_stage(Stage::Resting);
+        r.wake_resting();
+        assert!(signalled(&r));
+        // Its rest ends at once then.
+        let t = std::time::Instant::now();
+        r.rest(10_000);
+        assert!(t.elapsed() < std::time::Duration::from_secs(5));
+    }
+}
