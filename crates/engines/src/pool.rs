@@ -257,7 +257,15 @@ fn run_front(
         } else {
             returns.set_stage(Stage::Sleeping);
             // Paired with `Returns::give_back`: a hand-back from now on wakes the stage.
-            let wait = if returns.pending() > 0 { 0 } else { 100 };
+            // Ready connections waiting for room in the queue look again within a nap
+            // (a thread taking a queued one does not wake a sleeping stage).
+            let wait = if returns.pending() > 0 {
+                0
+            } else if front.ready_len() > 0 {
+                NAP_MS
+            } else {
+                100
+            };
             let fired = front.turn(listener, wait, shared, &svc);
             returns.set_stage(Stage::Running);
             fired
