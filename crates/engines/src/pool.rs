@@ -12,10 +12,13 @@
 //! works in batches, with the same queue and the same knobs:
 //! - a thread that answered takes the next queued connection before it sleeps, and a push
 //!   wakes at most as many threads as sleep (`Queue::sleeping`), never one per request;
-//! - while the queue holds at least one connection per idle thread, nothing the stage
-//!   could read would be served sooner, so it rests (`Stage::Resting`, `NAP_MS` at most)
-//!   instead of waking at each request that arrives; the thread that takes the last queued
-//!   connection wakes it, and it then reads at once all that arrived meanwhile;
+//! - while the queue holds at least one connection per idle thread (so also while every
+//!   thread is busy and none is queued), nothing the stage could read would be served
+//!   sooner, so it rests (`Stage::Resting`, `NAP_MS` at most) instead of waking at each
+//!   request that arrives; a thread that finds the queue empty wakes it, and it then
+//!   collects and reads at once all that came back and arrived meanwhile (not at the
+//!   last connection taken: on one CPU that wake-up preempts the thread serving it, and
+//!   the batch's last hand-back would miss the turn);
 //! - hand-backs wake the stage only when it sleeps for long (`Returns`); running or
 //!   resting, it collects them itself;
 //! - an idle connection is handed back at once (no last look, which mostly finds nothing):
@@ -224,10 +227,11 @@ impl super::Engine for PoolEngine {
 
 /// The acceptor thread: run the head-reading stage, queue connections with a request for
 /// the workers while the queue has room, take back what workers hand back. While the
-/// queue holds at least one connection for every idle thread, nothing the stage could read
+/// queue holds at least one connection for every idle thread (none queued and none idle
+/// included), nothing the stage could read
 /// would be served sooner: it rests (`NAP_MS` at most) instead of waking at every request
-/// that arrives, until a worker takes the last queued connection; then it reads, at once,
-/// all that arrived meanwhile.
+/// that arrives, until a worker finds the queue empty; then it reads, at once, all that
+/// arrived meanwhile.
 fn run_front(
     mut front: Front,
     listener: &Listeners,
@@ -238,7 +242,7 @@ fn run_front(
     loop {
         let svc = shared.service.load_full();
         let cap = pool.cap.load(Ordering::SeqCst);
-        // Checked after saying it rests (see `take`): a worker that takes the last queued
+        // Checked after saying it rests (see `take`): a worker that finds the queue empty
         // connection from now on wakes it.
         returns.set_stage(Stage::Resting);
         let queued = pool.lock().items.len();
@@ -250,7 +254,7 @@ fn run_front(
         let fired = if movable {
             returns.set_stage(Stage::Running);
             front.turn(listener, 0, shared, &svc)
-        } else if queued > 0 && queued >= idle {
+        } else if queued >= idle {
             returns.rest(NAP_MS);
             returns.set_stage(Stage::Running);
             front.turn(listener, 0, shared, &svc)
@@ -388,8 +392,8 @@ enum Take {
 
 /// Next queued connection, waiting at most `wait`. The target and the drain flag are
 /// checked under the queue lock, where their changes are signalled (`notify_workers`).
-/// Taking the last queued connection, or finding none, wakes a resting stage: there is
-/// room for what it has read meanwhile.
+/// Finding none wakes a resting stage: it has the hand-backs to collect and, with its
+/// epoll set, the next requests to read.
 fn take(pool: &PoolState, shared: &Shared, returns: &Returns, wait: Duration) -> Take {
     let mut q = pool.lock();
     let mut timed_out = false;
@@ -402,10 +406,6 @@ fn take(pool: &PoolState, shared: &Shared, returns: &Returns, wait: Duration) ->
         }
         if let Some(h) = q.items.pop_front() {
             pool.queued.store(q.items.len(), Ordering::Relaxed);
-            if q.items.is_empty() {
-                // Under the lock, where the stage checked the queue after saying it rests.
-                returns.wake_resting();
-            }
             return Take::Conn(h);
         }
         if shared.life.is_draining() {
@@ -459,7 +459,7 @@ mod tests {
     }
 
     #[test]
-    fn a_thread_takes_every_queued_connection_and_wakes_a_resting_stage_at_the_last() {
+    fn a_thread_takes_every_queued_connection_and_wakes_a_resting_stage_once_none_is_left() {
         let (shared, pool, returns) = (shared(), PoolState::new(1, 8), Returns::new().unwrap());
         pool.alive.store(1, Ordering::SeqCst);
         pool.lock().items.extend((1..=3).map(handoff));
@@ -470,15 +470,18 @@ mod tests {
                 panic!("item {n} not taken");
             };
             assert_eq!(h.requests, n, "in queue order");
-            assert_eq!(
-                signalled(&returns),
-                n == 3,
-                "woken at the last only (item {n})"
+            assert!(
+                !signalled(&returns),
+                "no wake-up while there is work (item {n})"
             );
         }
         assert_eq!(pool.queued.load(Ordering::SeqCst), 0);
         let idle = take(&pool, &shared, &returns, Duration::from_millis(10));
         assert!(matches!(idle, Take::Idle));
+        assert!(
+            signalled(&returns),
+            "the stage is woken once the queue is empty"
+        );
         // A thread above the target leaves, passing on nothing it took.
         pool.lock().items.push_back(handoff(9));
         pool.target.store(0, Ordering::SeqCst);

@@ -50,7 +50,7 @@ pub enum Stage {
     /// Running: it collects hand-backs before it sleeps again.
     Running = 1,
     /// Resting while the workers have queued work, at most `NAP_MS`: hand-backs wait for
-    /// it; a worker that takes the last queued connection wakes it (`wake_resting`).
+    /// it; a worker that finds the queue empty wakes it (`wake_resting`).
     Resting = 2,
 }
 
@@ -90,7 +90,7 @@ impl Returns {
         }
     }
 
-    /// Wake the stage if it rests (a worker took the last queued connection, or found none).
+    /// Wake the stage if it rests (a worker found no queued connection).
     pub fn wake_resting(&self) {
         if self.stage.load(Ordering::SeqCst) == Stage::Resting as u8 {
             self.signal();
