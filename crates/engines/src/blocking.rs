@@ -8,6 +8,7 @@
 //! non-blocking (MSG_DONTWAIT in `Batch`) and wait in poll while the socket is full. The
 //! protocol work is the same `Session` the event engine drives.
 
+mod handback;
 mod sock;
 
 use crate::front::Handoff;
@@ -458,51 +459,6 @@ fn count_slow(shared: &Shared, session: &Session) {
 }
 
 impl Runner {
-    /// `hand_back`, except for an HTTPS connection served to its end here
-    /// (`resident_tls`): that one is closed (close_notify, then the FIN).
-    fn give_back(
-        &mut self,
-        fd: OwnedFd,
-        mut tls: Tls,
-        session: &Session,
-        kept: Vec<u8>,
-        rcv_ms: u64,
-    ) -> Option<Handoff> {
-        if self.resident_tls && tls.is_some() {
-            wire::closing(fd.as_fd(), &mut tls);
-            return None;
-        }
-        Some(self.hand_back(fd, tls, session, kept, rcv_ms))
-    }
-
-    /// Give a connection waiting for input back to whoever parks it, its receive timeout
-    /// reset, with the input not yet used (part of a head).
-    fn hand_back(
-        &mut self,
-        fd: OwnedFd,
-        tls: Tls,
-        session: &Session,
-        kept: Vec<u8>,
-        rcv_ms: u64,
-    ) -> Handoff {
-        if rcv_ms != TICK_MS {
-            let _ = set_timeout(&fd, Timeout::Recv, TICK_MS);
-        }
-        let in_head = session.http.phase() == Phase::Head;
-        Handoff {
-            fd,
-            peer: session.peer,
-            input: kept,
-            requests: session.http.requests(),
-            since_ms: self.w.now_ms,
-            head_ms: in_head.then(|| session.http.head_started_ms()),
-            tls,
-            listener: session.listener,
-            registered: self.registered,
-            prepared: true,
-        }
-    }
-
     /// Write the batch, waiting in poll while the socket is full (a file region's sendfile
     /// may itself wait, at most SO_SNDTIMEO, a tick). False if the client
     /// stopped taking data for `send_ms`, the drain deadline passed, or the write failed.
