@@ -8,6 +8,7 @@
 //! non-blocking (MSG_DONTWAIT in `Batch`) and wait in poll while the socket is full. The
 //! protocol work is the same `Session` the event engine drives.
 
+mod handback;
 mod sock;
 
 use crate::front::Handoff;
@@ -22,6 +23,7 @@ use gearshift_http::SlowReason;
 use rustix::event::{poll, PollFd, PollFlags};
 use rustix::fd::{AsFd, OwnedFd};
 use rustix::io::Errno;
+use rustix::net::RecvFlags;
 use sock::{linger, set_timeout, Timeout};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -47,6 +49,14 @@ pub struct Runner {
     /// HTTPS connections are served to their end here, never handed back: a process
     /// engine's child, whose TLS state cannot cross to another process (`resident_tls`).
     resident_tls: bool,
+    /// The connection being served came from a stage that keeps it registered
+    /// (`Handoff::registered`), which `hand_back` passes on.
+    registered: bool,
+    /// Before handing an idle connection back, look once (without waiting) whether its
+    /// next request is there already, and serve it here if so. Off for a pool whose stage
+    /// re-arms the connection level-triggered (`hand_back_at_once`): the stage sees such a
+    /// request at its next turn, and the look, which mostly finds nothing, costs a call.
+    look_before_hand_back: bool,
 }
 
 impl Runner {
@@ -59,7 +69,16 @@ impl Runner {
             report: None,
             reported: 0,
             resident_tls: false,
+            registered: false,
+            look_before_hand_back: true,
         }
+    }
+
+    /// Hand idle connections back without looking for a next request first (see
+    /// `look_before_hand_back`).
+    pub fn hand_back_at_once(mut self) -> Runner {
+        self.look_before_hand_back = false;
+        self
     }
 
     /// Serve HTTPS connections to their end instead of handing them back when they wait
@@ -129,6 +148,7 @@ impl Runner {
         shared: &Shared,
         linger: &dyn Fn() -> u64,
     ) {
+        self.registered = false;
         let served = crate::guard::catch(shared, || {
             self.tick(shared);
             let svc = shared.service.load_full();
@@ -148,6 +168,7 @@ impl Runner {
 
     /// A new connection's session; sets the socket up for `serve_session`.
     pub fn open(&mut self, fd: &OwnedFd, peer: SocketAddr, shared: &Shared) -> Session {
+        self.registered = false;
         self.tick(shared);
         let svc = shared.service.load_full();
         self.w.sync_log(&svc);
@@ -194,7 +215,10 @@ impl Runner {
         self.tick(shared);
         let svc = shared.service.load_full();
         self.w.sync_log(&svc);
-        self.prepare(&h.fd);
+        if !h.prepared {
+            self.prepare(&h.fd);
+        }
+        self.registered = h.registered;
         let mut session = Session::resume(&svc, h.peer, self.w.now_ms, h.requests, h.head_ms);
         session.listener = h.listener;
         session.http.response_done(self.w.now_ms);
@@ -251,6 +275,27 @@ impl Runner {
                         if ms > 0 {
                             let ms = if resident { u64::MAX / 4 } else { ms };
                             linger_until.get_or_insert(self.w.now_ms + ms);
+                        } else if !self.look_before_hand_back
+                            && !self.w.draining
+                            && !tls.as_ref().is_some_and(|t| t.has_plaintext())
+                        {
+                            // (Plaintext already decrypted is no readiness the stage sees;
+                            // draining, a request that came is answered here, not dropped.)
+                            return self.give_back(fd, tls, &session, kept, rcv_ms);
+                        } else if tls.is_none() {
+                            // One look without waiting: a request already there is served
+                            // here, with no hand-off (and read in the same call).
+                            match rustix::net::recv(&fd, &mut self.buf, RecvFlags::DONTWAIT) {
+                                Ok(0) => break,
+                                Ok(n) => {
+                                    kept.extend_from_slice(&self.buf[..n]);
+                                    fresh = true;
+                                }
+                                Err(Errno::AGAIN | Errno::INTR) => {
+                                    return self.give_back(fd, tls, &session, kept, rcv_ms);
+                                }
+                                Err(_) => break,
+                            }
                         } else {
                             let mut fds = [PollFd::new(&fd, PollFlags::IN)];
                             let buffered = tls.as_ref().is_some_and(|t| t.has_plaintext());
@@ -414,49 +459,6 @@ fn count_slow(shared: &Shared, session: &Session) {
 }
 
 impl Runner {
-    /// `hand_back`, except for an HTTPS connection served to its end here
-    /// (`resident_tls`): that one is closed (close_notify, then the FIN).
-    fn give_back(
-        &mut self,
-        fd: OwnedFd,
-        mut tls: Tls,
-        session: &Session,
-        kept: Vec<u8>,
-        rcv_ms: u64,
-    ) -> Option<Handoff> {
-        if self.resident_tls && tls.is_some() {
-            wire::closing(fd.as_fd(), &mut tls);
-            return None;
-        }
-        Some(self.hand_back(fd, tls, session, kept, rcv_ms))
-    }
-
-    /// Give a connection waiting for input back to whoever parks it, its receive timeout
-    /// reset, with the input not yet used (part of a head).
-    fn hand_back(
-        &mut self,
-        fd: OwnedFd,
-        tls: Tls,
-        session: &Session,
-        kept: Vec<u8>,
-        rcv_ms: u64,
-    ) -> Handoff {
-        if rcv_ms != TICK_MS {
-            let _ = set_timeout(&fd, Timeout::Recv, TICK_MS);
-        }
-        let in_head = session.http.phase() == Phase::Head;
-        Handoff {
-            fd,
-            peer: session.peer,
-            input: kept,
-            requests: session.http.requests(),
-            since_ms: self.w.now_ms,
-            head_ms: in_head.then(|| session.http.head_started_ms()),
-            tls,
-            listener: session.listener,
-        }
-    }
-
     /// Write the batch, waiting in poll while the socket is full (a file region's sendfile
     /// may itself wait, at most SO_SNDTIMEO, a tick). False if the client
     /// stopped taking data for `send_ms`, the drain deadline passed, or the write failed.

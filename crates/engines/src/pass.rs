@@ -135,6 +135,8 @@ pub fn recv(sock: BorrowedFd<'_>, buf: &mut RecvBuf) -> Received {
         // Only plain connections cross processes (TLS state lives in one process's memory).
         tls: None,
         listener: word(24) as u8,
+        registered: false,
+        prepared: false,
     })
 }
 
@@ -157,6 +159,8 @@ mod tests {
             head_ms: Some(70),
             tls: None,
             listener: 2,
+            registered: false,
+            prepared: false,
         };
         assert!(send(a.as_fd(), h, true).is_ok());
         let mut buf = RecvBuf::default();

@@ -22,6 +22,16 @@ pub fn recv(fd: BorrowedFd<'_>, tls: &mut Tls, buf: &mut [u8]) -> Result<usize, 
     }
 }
 
+/// `recv` that never waits, whatever the socket's mode: a plain socket is read with
+/// MSG_DONTWAIT (a blocking worker's socket need not be switched to non-blocking and
+/// back), a TLS one must be non-blocking already.
+pub fn recv_nowait(fd: BorrowedFd<'_>, tls: &mut Tls, buf: &mut [u8]) -> Result<usize, Errno> {
+    match tls {
+        None => rustix::net::recv(fd, buf, RecvFlags::DONTWAIT),
+        Some(t) => wire::recv(fd, t, buf),
+    }
+}
+
 /// Write `batch` (`Batch::write`'s contract; over TLS, `Flushed::All` also means every
 /// byte of ciphertext is out).
 pub fn send(fd: BorrowedFd<'_>, tls: &mut Tls, batch: &mut Batch) -> Result<(u64, Flushed), Errno> {

@@ -30,11 +30,13 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 
+mod pull;
 mod returns;
 mod rules;
 
-pub use returns::{spawn_stage, Returns, LINGER_MS, PROCESS_LINGER_MS};
-use rules::{counted, deadline, head_complete};
+use pull::{pull, Pulled};
+pub use returns::{spawn_stage, Returns, Stage, LINGER_MS, NAP_MS, PROCESS_LINGER_MS};
+use rules::{counted, deadline};
 pub use rules::{ready, BODY_BUFFER};
 
 /// The listeners' tokens count down from here (`Listeners::token`).
@@ -67,6 +69,12 @@ pub struct Handoff {
     pub tls: crate::wire::Tls,
     /// The number of the listener it came in on (`Session::listener`).
     pub listener: u8,
+    /// Still in the epoll set of the stage that handed it out, disarmed (`EPOLLONESHOT`):
+    /// handed back, it is re-armed (one `epoll_ctl`) rather than added again.
+    pub registered: bool,
+    /// The socket is as a blocking worker leaves it (blocking, with its timeouts set), so
+    /// the next worker need not set it up again.
+    pub prepared: bool,
 }
 
 struct Pending {
@@ -100,6 +108,9 @@ pub struct Front {
     events: EventVec,
     /// It accepts on the HTTPS listeners too (`plain_only` turns it off).
     https: bool,
+    /// Connections stay in the epoll set while workers of this process hold them
+    /// (`keep_registered`).
+    keep: bool,
 }
 
 impl Front {
@@ -123,6 +134,7 @@ impl Front {
             last_sweep_ms: 0,
             events: EventVec::with_capacity(256),
             https: true,
+            keep: false,
         };
         f.listen(listeners, true);
         Ok(f)
@@ -150,6 +162,15 @@ impl Front {
         self.listen(listeners, false);
         self.https = false;
         self.listen(listeners, true);
+        self
+    }
+
+    /// Leave connections in the epoll set, disarmed (`EPOLLONESHOT`), while a worker holds
+    /// them, and re-arm them when it hands them back: one `epoll_ctl` per request instead of
+    /// a delete and an add. Only for workers in this process (threads, pool): a descriptor
+    /// passed to another process is not the one registered here.
+    pub fn keep_registered(mut self) -> Front {
+        self.keep = true;
         self
     }
 
@@ -244,8 +265,7 @@ impl Front {
 
     /// Take what workers gave back through `returns` (call when its token fired).
     pub fn collect(&mut self, returns: &Returns, svc: &Service, now: u64) {
-        let mut sink = [0u8; 8];
-        let _ = rustix::io::read(&returns.waker, &mut sink);
+        returns.take_signal();
         let ended = returns.ended.swap(0, Ordering::SeqCst);
         let back = std::mem::take(&mut *returns.items.lock().unwrap_or_else(|p| p.into_inner()));
         self.busy = self.busy.saturating_sub(ended + back.len());
@@ -260,21 +280,44 @@ impl Front {
             self.ready.push_back(h);
             return;
         }
-        let _ = self.hold(h, now);
-    }
-
-    fn hold(&mut self, h: Handoff, now: u64) -> Option<usize> {
-        let entry = self.pending.vacant_entry();
-        let key = entry.key();
-        // Workers read blocking; here nothing may block.
-        rustix::io::ioctl_fionbio(&h.fd, true).ok()?;
-        let flags = EventFlags::IN | EventFlags::RDHUP | EventFlags::ET;
-        epoll::add(&self.epoll, &h.fd, EventData::new_u64(key as u64), flags).ok()?;
-        entry.insert(Pending {
+        let _ = self.hold(Pending {
             h,
             progress_ms: now,
             head_done_ms: None,
         });
+    }
+
+    fn hold(&mut self, p: Pending) -> Option<usize> {
+        let mut p = p;
+        let entry = self.pending.vacant_entry();
+        let key = entry.key();
+        // Plain connections are read here with MSG_DONTWAIT, whatever the socket's mode;
+        // a TLS one is read through its TLS state, so its socket must not block.
+        if p.h.tls.is_some() && p.h.prepared {
+            rustix::io::ioctl_fionbio(&p.h.fd, true).ok()?;
+            p.h.prepared = false;
+        }
+        let data = EventData::new_u64(key as u64);
+        if self.keep {
+            // Level-triggered and one-shot: it reports input present when (re-)armed, and
+            // once it fired it stays quiet until re-armed (`rearm`), also while a worker
+            // holds it.
+            let flags = EventFlags::IN | EventFlags::RDHUP | EventFlags::ONESHOT;
+            let fd = &p.h.fd;
+            let done = if p.h.registered {
+                epoll::modify(&self.epoll, fd, data, flags)
+                    .or_else(|_| epoll::add(&self.epoll, fd, data, flags))
+            } else {
+                epoll::add(&self.epoll, fd, data, flags)
+                    .or_else(|_| epoll::modify(&self.epoll, fd, data, flags))
+            };
+            done.ok()?;
+            p.h.registered = true;
+        } else {
+            let flags = EventFlags::IN | EventFlags::RDHUP | EventFlags::ET;
+            epoll::add(&self.epoll, &p.h.fd, data, flags).ok()?;
+        }
+        entry.insert(p);
         Some(key)
     }
 
@@ -320,10 +363,22 @@ impl Front {
                         head_ms: None,
                         tls: new.tls,
                         listener: new.listener,
+                        registered: false,
+                        prepared: false,
                     };
-                    // With TCP_DEFER_ACCEPT the request is usually there already.
-                    if let Some(k) = self.hold(h, now) {
-                        self.read(k, svc, now);
+                    // With TCP_DEFER_ACCEPT the request is usually there already: read it
+                    // before the socket joins the epoll set, which it need not join then.
+                    let mut p = Pending {
+                        h,
+                        progress_ms: now,
+                        head_done_ms: None,
+                    };
+                    match pull(&mut p, &mut self.buf, svc, now) {
+                        Pulled::Ready => self.ready.push_back(p.h),
+                        Pulled::Waiting => {
+                            let _ = self.hold(p);
+                        }
+                        Pulled::Closed => {}
                     }
                 }
                 Taken::Empty => return,
@@ -341,35 +396,25 @@ impl Front {
         let Some(p) = self.pending.get_mut(k) else {
             return;
         };
-        loop {
-            if p.h.input.len() >= MAX_INPUT {
-                break;
-            }
-            match crate::wire::recv(p.h.fd.as_fd(), &mut p.h.tls, &mut self.buf) {
-                // The client is done sending: answer what it sent, if it is a request.
-                Ok(0) if ready(&p.h.input, p.h.listener, svc) => break,
-                Ok(0) => return self.close(k),
-                Ok(n) => {
-                    if p.h.head_ms.is_none() {
-                        p.h.head_ms = Some(now);
-                    }
-                    p.h.input.extend_from_slice(&self.buf[..n]);
-                    p.progress_ms = now;
-                    if crate::wire::drained(&p.h.tls, n, self.buf.len()) {
-                        break;
-                    }
+        match pull(p, &mut self.buf, svc, now) {
+            Pulled::Ready => {
+                let p = self.pending.remove(k);
+                // Kept registered, it is disarmed already (the event that fired was its
+                // one shot).
+                if !self.keep {
+                    let _ = epoll::delete(&self.epoll, &p.h.fd);
                 }
-                Err(Errno::INTR) => continue,
-                Err(Errno::AGAIN) => break,
-                Err(_) => return self.close(k),
+                self.ready.push_back(p.h);
             }
-        }
-        if ready(&p.h.input, p.h.listener, svc) || p.h.input.len() >= MAX_INPUT {
-            let p = self.pending.remove(k);
-            let _ = epoll::delete(&self.epoll, &p.h.fd);
-            self.ready.push_back(p.h);
-        } else if p.head_done_ms.is_none() && head_complete(&p.h.input, svc) {
-            p.head_done_ms = Some(now);
+            Pulled::Closed => self.close(k),
+            Pulled::Waiting if self.keep => {
+                let flags = EventFlags::IN | EventFlags::RDHUP | EventFlags::ONESHOT;
+                let data = EventData::new_u64(k as u64);
+                if epoll::modify(&self.epoll, &p.h.fd, data, flags).is_err() {
+                    self.close(k);
+                }
+            }
+            Pulled::Waiting => {}
         }
     }
 

@@ -5,7 +5,7 @@
 use super::{Front, Handoff};
 use crate::listeners::Listeners;
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// How long a worker that answered waits in read for the connection's next request before
@@ -23,12 +23,39 @@ pub const PROCESS_LINGER_MS: u64 = 5000;
 
 /// Where workers of the same process hand connections back to the stage: a list and an
 /// eventfd the stage watches (`Front::watch`, then `Front::collect` when it fires).
+///
+/// The eventfd is written only when the stage may be asleep for long (`Stage::Sleeping`,
+/// the default): a stage that is running, or resting for at most `NAP_MS` (`Stage::Resting`,
+/// see pool.rs), finds what was handed back by itself (`pending`), so a busy pool pays
+/// for no wake-up per request. Writes are coalesced until the stage reads the eventfd.
 pub struct Returns {
     pub(super) items: Mutex<Vec<Handoff>>,
     /// Connections that ended with their worker (not handed back).
     pub(super) ended: AtomicUsize,
     pub(super) waker: OwnedFd,
+    /// Hand-backs (and ends) not collected yet: a hint, exact after `collect`.
+    pending: AtomicUsize,
+    /// What the stage is doing (`Stage`).
+    stage: AtomicU8,
+    /// The eventfd was written and not read since.
+    signalled: AtomicBool,
 }
+
+/// What the stage's thread is doing, as far as the workers must know.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u8)]
+pub enum Stage {
+    /// Waiting (or about to) for its epoll set, up to its tick: a hand-back wakes it.
+    Sleeping = 0,
+    /// Running: it collects hand-backs before it sleeps again.
+    Running = 1,
+    /// Resting while the workers have queued work, at most `NAP_MS`: hand-backs wait for
+    /// it; a worker that finds the queue empty wakes it (`wake_resting`).
+    Resting = 2,
+}
+
+/// Longest rest of the stage while every worker has queued work.
+pub const NAP_MS: i32 = 5;
 
 impl Returns {
     pub fn new() -> std::io::Result<Returns> {
@@ -37,6 +64,9 @@ impl Returns {
             items: Mutex::new(Vec::new()),
             ended: AtomicUsize::new(0),
             waker: eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?,
+            pending: AtomicUsize::new(0),
+            stage: AtomicU8::new(Stage::Sleeping as u8),
+            signalled: AtomicBool::new(false),
         })
     }
 
@@ -52,7 +82,51 @@ impl Returns {
                 self.ended.fetch_add(1, Ordering::SeqCst);
             }
         }
-        let _ = rustix::io::write(&self.waker, &1u64.to_ne_bytes());
+        // Paired with `set_stage(Sleeping)` then `pending()` on the stage's side: either it
+        // sees this hand-back before it sleeps, or this sees it sleeping.
+        self.pending.fetch_add(1, Ordering::SeqCst);
+        if self.stage.load(Ordering::SeqCst) == Stage::Sleeping as u8 {
+            self.signal();
+        }
+    }
+
+    /// Wake the stage if it rests (a worker found no queued connection).
+    pub fn wake_resting(&self) {
+        if self.stage.load(Ordering::SeqCst) == Stage::Resting as u8 {
+            self.signal();
+        }
+    }
+
+    fn signal(&self) {
+        if !self.signalled.swap(true, Ordering::SeqCst) {
+            let _ = rustix::io::write(&self.waker, &1u64.to_ne_bytes());
+        }
+    }
+
+    /// The stage says what it is doing (before it sleeps or rests, and once it runs).
+    pub fn set_stage(&self, s: Stage) {
+        self.stage.store(s as u8, Ordering::SeqCst);
+    }
+
+    /// Hand-backs not collected yet (a hint).
+    pub fn pending(&self) -> usize {
+        self.pending.load(Ordering::SeqCst)
+    }
+
+    /// Rest up to `ms` unless signalled (the stage rests here instead of in its epoll set).
+    pub fn rest(&self, ms: i32) {
+        use rustix::event::{poll, PollFd, PollFlags};
+        let mut fds = [PollFd::new(&self.waker, PollFlags::IN)];
+        let _ = poll(&mut fds, ms);
+    }
+
+    /// Reset the eventfd (the stage, before it takes what was handed back). Read whether
+    /// or not `signalled` says so: a write may land just after the flag was cleared.
+    pub(super) fn take_signal(&self) {
+        self.pending.store(0, Ordering::SeqCst);
+        self.signalled.store(false, Ordering::SeqCst);
+        let mut sink = [0u8; 8];
+        let _ = rustix::io::read(&self.waker, &mut sink);
     }
 }
 
@@ -69,6 +143,8 @@ pub fn spawn_stage(
         .name(name.into())
         .spawn(move || match Front::new(&listeners, cap, false) {
             Ok(front) => {
+                // Its workers are threads of this process (threads, pool).
+                let front = front.keep_registered();
                 let _ = tx.send(Ok(()));
                 body(front, listeners);
             }
@@ -79,4 +155,54 @@ pub fn spawn_stage(
     rx.recv()
         .unwrap_or_else(|_| Err(std::io::Error::other("head-reading stage died at start")))?;
     Ok(handle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn signalled(r: &Returns) -> bool {
+        use rustix::event::{poll, PollFd, PollFlags};
+        let mut fds = [PollFd::new(&r.waker, PollFlags::IN)];
+        matches!(poll(&mut fds, 0), Ok(1))
+    }
+
+    #[test]
+    fn hand_backs_wake_only_a_sleeping_stage_and_once_until_it_reads() {
+        let r = Returns::new().unwrap();
+        // Running or resting, the stage finds hand-backs by itself: no write.
+        r.set_stage(Stage::Running);
+        r.give_back(None);
+        r.set_stage(Stage::Resting);
+        r.give_back(None);
+        assert!(!signalled(&r), "no wake-up while it runs or rests");
+        assert_eq!(r.pending(), 2);
+        r.take_signal();
+        assert_eq!(r.pending(), 0);
+        // Asleep in its epoll set: the first hand-back wakes it, later ones add nothing.
+        r.set_stage(Stage::Sleeping);
+        r.give_back(None);
+        assert!(signalled(&r));
+        r.give_back(None);
+        r.take_signal();
+        assert!(!signalled(&r), "one read resets it");
+        assert_eq!(r.ended.swap(0, Ordering::SeqCst), 4);
+    }
+
+    #[test]
+    fn only_a_resting_stage_is_woken_for_room_in_the_queue() {
+        let r = Returns::new().unwrap();
+        r.set_stage(Stage::Sleeping);
+        r.wake_resting();
+        r.set_stage(Stage::Running);
+        r.wake_resting();
+        assert!(!signalled(&r));
+        r.set_stage(Stage::Resting);
+        r.wake_resting();
+        assert!(signalled(&r));
+        // Its rest ends at once then.
+        let t = std::time::Instant::now();
+        r.rest(10_000);
+        assert!(t.elapsed() < std::time::Duration::from_secs(5));
+    }
 }

@@ -15,6 +15,8 @@ fn pending(requests: u64, since: u64, head: Option<u64>, input: &[u8]) -> Pendin
             head_ms: head,
             tls: None,
             listener: 0,
+            registered: false,
+            prepared: false,
         },
         progress_ms: since,
         head_done_ms: None,
