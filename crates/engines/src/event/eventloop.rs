@@ -210,6 +210,7 @@ impl EventLoop {
         if let Some(log) = &mut self.w.log {
             log.flush();
         }
+        self.leave();
         self.registry.remove(self.id);
         tracing::debug!(worker = self.id, "event loop stopped");
     }
