@@ -128,6 +128,7 @@ impl EventLoop {
             if epoll::add(&self.epoll, c.fd.as_fd(), EventData::new_u64(token), flags).is_ok() {
                 c.deadline_ms = self.w.now_ms + c.session.send_timeout_ms;
                 entry.insert(c);
+                self.born.push(token as usize);
             } else {
                 self.limits.open.fetch_sub(1, Ordering::Relaxed);
             }
@@ -191,6 +192,7 @@ impl EventLoop {
             if epoll::add(&self.epoll, c.fd.as_fd(), EventData::new_u64(token), flags).is_ok() {
                 let close = c.session.close_after_write && !c.output_waiting() && !c.lingering;
                 entry.insert(c);
+                self.born.push(token as usize);
                 if close {
                     // Back from a dynamic exchange that ended the connection.
                     self.begin_close(token as usize);
