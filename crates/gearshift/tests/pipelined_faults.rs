@@ -324,3 +324,123 @@ fn event_pipelined_cgi_while_loops_come_and_go() {
 fn pool_pipelined_cgi_while_threads_come_and_go() {
     pipelined_dynamic_under_resizes("pool", "threads", [1, 4]);
 }
+
+/// An upstream answering every request with a large body written slowly (64 KiB every
+/// 5 ms), so proxied exchanges are relaying most of the time.
+fn streaming_upstream() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            thread::spawn(move || {
+                let mut s = s;
+                let mut b = [0u8; 4096];
+                let mut head = Vec::new();
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut b) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&b[..n]),
+                    }
+                }
+                let piece = vec![b'x'; 64 * 1024];
+                let h = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n",
+                    64 * piece.len()
+                );
+                if s.write_all(h.as_bytes()).is_err() {
+                    return;
+                }
+                for _ in 0..64 {
+                    if s.write_all(&piece).is_err() {
+                        return;
+                    }
+                    thread::sleep(Duration::from_millis(5));
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// Close with a reset (SO_LINGER 0), as a client that gives up does with data unread.
+fn reset(s: std::net::TcpStream) {
+    let lg = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: setsockopt on a socket we own, with a valid linger struct.
+    unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&lg as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        );
+    }
+}
+
+#[test]
+fn clients_resetting_during_proxied_exchanges_do_not_take_new_connections_with_them() {
+    // One loop: a client that resets while its proxied answer is relayed is closed when
+    // the relay's write fails (the upstream's event, handled first); its own error event,
+    // later in the same batch, once reached a new connection that had just been given the
+    // same slab key, which was then closed unanswered (a reset for its client).
+    let s = server(streaming_upstream(), None, "workers = 1");
+    let addr = s.addr;
+    let stop = Arc::new(AtomicBool::new(false));
+    let resetters: Vec<_> = (0..4)
+        .map(|_| {
+            let stop = stop.clone();
+            thread::spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    let Ok(mut c) = std::net::TcpStream::connect(addr) else {
+                        continue;
+                    };
+                    let _ = c.write_all(&get("/up/big"));
+                    let mut b = [0u8; 1024];
+                    let _ = c.set_read_timeout(Some(Duration::from_secs(5)));
+                    let _ = c.read(&mut b);
+                    thread::sleep(Duration::from_millis(2));
+                    reset(c);
+                }
+            })
+        })
+        .collect();
+    let probes: Vec<_> = (0..3)
+        .map(|_| {
+            let stop = stop.clone();
+            thread::spawn(move || {
+                let (mut n, mut failures) = (0, Vec::new());
+                while !stop.load(Ordering::SeqCst) {
+                    let mut c = Conn::open(addr);
+                    c.send(&req("GET", "/s/a.txt", &[("Connection", "close")]));
+                    match c.try_response(false) {
+                        Ok(r) if r.status == 200 => {}
+                        other => failures.push(format!("{:?}", other.map(|r| r.status))),
+                    }
+                    n += 1;
+                }
+                (n, failures)
+            })
+        })
+        .collect();
+    thread::sleep(Duration::from_secs(6));
+    stop.store(true, Ordering::SeqCst);
+    for r in resetters {
+        r.join().unwrap();
+    }
+    let (mut total, mut failures) = (0, Vec::new());
+    for p in probes {
+        let (n, f) = p.join().unwrap();
+        total += n;
+        failures.extend(f);
+    }
+    println!("{total} probes, {} failed", failures.len());
+    assert!(
+        failures.is_empty(),
+        "{} of {total} probes failed: {:?}",
+        failures.len(),
+        &failures[..failures.len().min(5)]
+    );
+}
