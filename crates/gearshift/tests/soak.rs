@@ -55,7 +55,7 @@ const IDLE_FLOOD: usize = 300;
 const RESTART_GRACE: Duration = Duration::from_millis(2000);
 /// After a child is killed: until its master notices (a connection opened meanwhile may
 /// be handed to the dead child).
-const KILL_GRACE: Duration = Duration::from_millis(1000);
+const KILL_GRACE: Duration = Duration::from_millis(500);
 /// After idle connections are closed: time for accepts to resume (EMFILE back-off).
 const FDS_GRACE: Duration = Duration::from_millis(1500);
 
