@@ -75,6 +75,12 @@ pub(super) struct EventLoop {
     ups: Upstreams,
     /// Proxied requests this loop runs, by client connection (`proxied.rs`).
     exchanges: Exchanges,
+    /// Keys given to connections (accepted, adopted) while the current batch of events is
+    /// handled: the slab reuses a key freed just before, so an event of this batch for
+    /// such a key was the previous connection's (an error or hang-up of a client closed
+    /// earlier in the batch) and is not applied to the new one, which epoll reports on its
+    /// own at the next wait (edge-triggered registration reports current readiness).
+    born: Vec<usize>,
 }
 
 impl EventLoop {
@@ -121,6 +127,7 @@ impl EventLoop {
             dynamic,
             ups: Upstreams::default(),
             exchanges: Exchanges::default(),
+            born: Vec::new(),
         })
     }
 
@@ -145,6 +152,7 @@ impl EventLoop {
             }
             self.w.now_ms = self.shared.now_ms();
             self.w.date.update(unix_now());
+            self.born.clear();
             let svc = self.shared.service.load_full();
             self.w.sync_log(&svc);
             // Upstream answers first: exchanges that end return their connections to the
@@ -171,6 +179,8 @@ impl EventLoop {
                         self.adopt();
                     }
                     t if t & UPSTREAM != 0 => {}
+                    // The previous holder's event (see `born`).
+                    t if self.born.contains(&(t as usize)) => {}
                     t => {
                         let shared = self.shared.clone();
                         let flags = ev.flags;
@@ -210,6 +220,7 @@ impl EventLoop {
         if let Some(log) = &mut self.w.log {
             log.flush();
         }
+        self.leave();
         self.registry.remove(self.id);
         tracing::debug!(worker = self.id, "event loop stopped");
     }
@@ -252,6 +263,7 @@ impl EventLoop {
             }
             self.shared.counters.connection();
             self.limits.open.fetch_add(1, Ordering::Relaxed);
+            self.born.push(token as usize);
             let mut session = Session::new(svc, peer, self.w.now_ms);
             session.listener = new.listener;
             session.proxy_in_loop = true;

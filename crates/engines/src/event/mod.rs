@@ -162,6 +162,7 @@ impl Loops {
             // A panic outside any one connection's handling ends the loop (its connections
             // close): it leaves the registry, and the master starts a new one (`resize`).
             if crate::guard::catch(&shared, || w.run()).is_none() {
+                w.leave();
                 registry.remove(id);
                 limits.open.fetch_sub(w.connections(), Ordering::Relaxed);
                 tracing::error!("event loop {id} died; starting another");

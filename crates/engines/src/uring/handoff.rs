@@ -47,11 +47,8 @@ pub(in crate::uring) fn refuse_late(d: Dynamic, w: &mut ThreadCtx) {
     let _ = write_out(c, b, &shared);
     c.session.close_after_write = true;
     c.session.inbuf.clear();
-    let dest = match home.retire.load(Ordering::SeqCst) {
-        true => registry.heir(id).unwrap_or_else(|| home.clone()),
-        false => home.clone(),
-    };
-    dest.deliver([conn]);
+    // Refused only when no loop is left to take it (the server stops): it closes.
+    let _ = registry.send_home(&home, id, vec![conn]);
     home.away.fetch_sub(1, Ordering::SeqCst);
 }
 
@@ -77,11 +74,8 @@ pub(in crate::uring) fn run_dynamic(d: Dynamic, w: &mut ThreadCtx) {
         input.clear();
     }
     c.session.inbuf = input;
-    let dest = match home.retire.load(Ordering::SeqCst) {
-        true => registry.heir(id).unwrap_or_else(|| home.clone()),
-        false => home.clone(),
-    };
-    dest.deliver([conn]);
+    // Refused only when no loop is left to take it (the server stops): it closes.
+    let _ = registry.send_home(&home, id, vec![conn]);
     home.away.fetch_sub(1, Ordering::SeqCst);
 }
 
@@ -99,12 +93,13 @@ impl UringLoop {
     pub(super) fn depart(&mut self, k: usize, how: Leave) {
         let c = self.conns.remove(k);
         match how {
-            Leave::Migrate => match self.registry.heir(self.id) {
-                Some(heir) => heir.deliver([c]),
-                None => {
-                    self.adopt_one(c); // no survivor after all: stay
+            Leave::Migrate => {
+                if let Err(back) = self.registry.to_heir(self.id, vec![c]) {
+                    back.into_iter().for_each(|c| {
+                        self.adopt_one(c); // no survivor after all: stay
+                    });
                 }
-            },
+            }
             Leave::Dynamic => {
                 self.mailbox.away.fetch_add(1, Ordering::SeqCst);
                 let d = Dynamic {
@@ -161,18 +156,17 @@ impl UringLoop {
         if !self.conns.is_empty() || self.mailbox.away.load(Ordering::SeqCst) > 0 {
             return false;
         }
-        // Anything delivered here meanwhile goes on to the survivor.
-        let late = self.mailbox.take();
+        // Anything delivered here meanwhile goes on to the survivor, and so does anything
+        // delivered later (the mailbox is closed: `Registry::send_home`).
+        let late = self.mailbox.close();
         if late.is_empty() {
             return true;
         }
-        match self.registry.heir(self.id) {
-            Some(heir) => {
-                heir.deliver(late);
-                true
-            }
-            None => {
-                late.into_iter().for_each(|c| {
+        match self.registry.to_heir(self.id, late) {
+            Ok(()) => true,
+            Err(back) => {
+                self.mailbox.reopen();
+                back.into_iter().for_each(|c| {
                     self.adopt_one(c);
                 });
                 false

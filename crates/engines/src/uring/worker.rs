@@ -218,6 +218,8 @@ impl UringLoop {
         if let Some(log) = &mut self.w.log {
             log.flush();
         }
+        // Delivered since the last look (the server stops): to a survivor if one is left.
+        let _ = self.registry.to_heir(self.id, self.mailbox.close());
         self.registry.remove(self.id);
         tracing::debug!(worker = self.id, "uring loop stopped");
     }

@@ -68,6 +68,16 @@ pub struct Fpm {
 impl Fpm {
     /// php-fpm on a loopback port (`unix` false) or a Unix socket in its temp dir.
     pub fn start(bin: &str, unix: bool) -> Fpm {
+        Fpm::start_with(bin, unix, "ondemand", 12)
+    }
+
+    /// `start` with php-fpm's `pm` and `pm.max_children` given: php-fpm ties a worker to
+    /// every connection, kept-alive ones too, so a server of several processes, each
+    /// keeping idle connections, needs more than one of a single process; `static` has
+    /// them all running from the start (ondemand forks one per new connection, and a
+    /// connection that arrives while every worker is tied to another may wait seconds).
+    #[allow(dead_code)]
+    pub fn start_with(bin: &str, unix: bool, pm: &str, max_children: usize) -> Fpm {
         let dir = TempDir::new("fpm");
         let (listen, port) = if unix {
             (dir.join("fpm.sock").to_str().unwrap().to_string(), None)
@@ -78,7 +88,7 @@ impl Fpm {
         // ondemand: workers start as connections come (pooled ones hold one each).
         let conf = format!(
             "[global]\nerror_log = {d}/fpm.log\ndaemonize = no\n[www]\nlisten = {listen}\n\
-             listen.mode = 0666\npm = ondemand\npm.max_children = 12\n\
+             listen.mode = 0666\npm = {pm}\npm.max_children = {max_children}\n\
              pm.process_idle_timeout = 30s\nrequest_terminate_timeout = 20s\n\
              catch_workers_output = yes\nphp_admin_value[post_max_size] = 200M\n\
              php_admin_value[memory_limit] = 64M\nphp_admin_value[output_buffering] = 0\n",

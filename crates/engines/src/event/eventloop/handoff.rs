@@ -72,17 +72,11 @@ pub(in crate::event) fn run_dynamic(d: Dynamic, w: &mut ThreadCtx) {
 }
 
 /// Give a connection back from the dynamic pool to its loop (or, if that loop retired
-/// meanwhile, to a survivor).
+/// meanwhile, to a survivor: `Registry::send_home`, which also covers a loop that left
+/// between the look at its retire flag and the delivery).
 fn go_home(conn: Connection, home: &Arc<Mailbox>, registry: &Registry, id: usize) {
-    let dest = match home.retire.load(Ordering::SeqCst) {
-        true => registry.heir(id).unwrap_or_else(|| home.clone()),
-        false => home.clone(),
-    };
-    dest.conns
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .push(conn);
-    dest.wake();
+    // Refused only when no loop is left to take it (the server stops): it closes.
+    let _ = registry.send_home(home, id, vec![conn]);
     home.away.fetch_sub(1, Ordering::SeqCst);
 }
 
@@ -134,51 +128,71 @@ impl EventLoop {
             if epoll::add(&self.epoll, c.fd.as_fd(), EventData::new_u64(token), flags).is_ok() {
                 c.deadline_ms = self.w.now_ms + c.session.send_timeout_ms;
                 entry.insert(c);
+                self.born.push(token as usize);
             } else {
                 self.limits.open.fetch_sub(1, Ordering::Relaxed);
             }
         }
     }
 
-    /// Retiring: stop accepting and give every connection to a surviving loop. False (and
-    /// the loop goes on) if no loop could take them.
+    /// Retiring: stop accepting and give every connection to a surviving loop, with those
+    /// delivered to this loop since it last looked (its mailbox closes: later deliveries go
+    /// to the survivor). False (and the loop goes on) if no loop could take them.
     pub(super) fn hand_off(&mut self) -> bool {
         if self.ups.busy() {
             return false; // proxied exchanges hold this loop's upstream connections
         }
-        let moved = self.conns.len();
-        let Some(heir) = self.registry.heir(self.id) else {
+        if self.registry.heir(self.id).is_none() {
             return false;
-        };
+        }
         if self.accepting {
             self.accepting = false;
             self.listen(false);
         }
-        let conns: Vec<Connection> = self.conns.drain().collect();
+        let mut conns: Vec<Connection> = self.conns.drain().collect();
         for c in &conns {
             let _ = epoll::delete(&self.epoll, c.fd.as_fd());
         }
-        heir.conns
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .extend(conns);
-        let _ = rustix::io::write(heir.waker.as_fd(), &1u64.to_ne_bytes());
-        tracing::debug!(worker = self.id, moved, "event loop retired");
-        true
+        conns.extend(self.mailbox.close());
+        let moved = conns.len();
+        match self.registry.to_heir(self.id, conns) {
+            Ok(()) => {
+                tracing::debug!(worker = self.id, moved, "event loop retired");
+                true
+            }
+            Err(back) => {
+                // Every survivor left meanwhile: this loop stays and keeps them.
+                self.mailbox.reopen();
+                let _ = self.mailbox.deliver(back);
+                self.adopt();
+                false
+            }
+        }
+    }
+
+    /// The loop stops (drained, or died): its mailbox closes; what was delivered to it
+    /// since it last looked goes to a survivor, or (none left: the server stops) closes.
+    pub(in crate::event) fn leave(&mut self) {
+        let late = self.mailbox.close();
+        if late.is_empty() {
+            return;
+        }
+        if let Err(lost) = self.registry.to_heir(self.id, late) {
+            self.limits.open.fetch_sub(lost.len(), Ordering::Relaxed);
+        }
     }
 
     /// Take over connections handed to this loop; edge-triggered registration reports their
     /// current readiness, so nothing already pending is missed.
     pub(super) fn adopt(&mut self) {
-        let incoming =
-            std::mem::take(&mut *self.mailbox.conns.lock().unwrap_or_else(|p| p.into_inner()));
-        for c in incoming {
+        for c in self.mailbox.take() {
             let entry = self.conns.vacant_entry();
             let token = entry.key() as u64;
             let flags = EventFlags::IN | EventFlags::OUT | EventFlags::RDHUP | EventFlags::ET;
             if epoll::add(&self.epoll, c.fd.as_fd(), EventData::new_u64(token), flags).is_ok() {
                 let close = c.session.close_after_write && !c.output_waiting() && !c.lingering;
                 entry.insert(c);
+                self.born.push(token as usize);
                 if close {
                     // Back from a dynamic exchange that ended the connection.
                     self.begin_close(token as usize);

@@ -344,13 +344,16 @@ impl EventLoop {
     }
 
     /// Events on a client connection while its exchange runs: write pending output (and
-    /// resume the upstream once it is gone); a hang-up ends the exchange; input waits.
+    /// resume the upstream once it is gone); an error or a full hang-up ends the exchange;
+    /// input waits, and so does the end of it: a client that half-closes after sending its
+    /// (pipelined) requests still reads their answers (RFC 9112 9.6), so RDHUP alone is
+    /// read once the exchange is over, after the requests before it are answered.
     pub(super) fn proxied_client_ready(&mut self, k: usize, flags: EventFlags, svc: &Service) {
-        if flags.intersects(EventFlags::ERR | EventFlags::HUP | EventFlags::RDHUP) {
+        if flags.intersects(EventFlags::ERR | EventFlags::HUP) {
             return self.close(k);
         }
         let c = &mut self.conns[k];
-        c.read_stalled |= flags.contains(EventFlags::IN);
+        c.read_stalled |= flags.intersects(EventFlags::IN | EventFlags::RDHUP);
         if flags.contains(EventFlags::OUT)
             && c.output_waiting()
             && self.flush_pending(k)
