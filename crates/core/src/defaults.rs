@@ -216,9 +216,15 @@ pub mod fastcgi {
     /// Requests in flight at the backend. nginx's upstream `max_conns` is unlimited by
     /// default; we take CGI's cap (MaxRequestWorkers 400 of Apache's threaded MPMs).
     pub const MAX_CONNECTIONS: usize = 400;
-    /// Idle connections kept per process: nginx's FastCGI example in the upstream module
-    /// docs, `keepalive 8` (nginx keeps none unless told; php-fpm ties one worker to each).
-    pub const KEEPALIVE: usize = 8;
+    /// Idle connections kept per process for reuse: none, as nginx (`fastcgi_keep_conn
+    /// off` unless told). php-fpm ties one worker to every connection, idle ones too, and
+    /// does not say how many workers it has (its FCGI_GET_VALUES answer names only
+    /// FCGI_MPXS_CONNS), so idle connections kept by default could hold every worker of a
+    /// small pool (Debian's `www` pool: pm.max_children = 5) while requests on further
+    /// connections wait in its backlog until the read timeout. Set `keepalive` (nginx's
+    /// documentation example: 8) below php-fpm's pm.max_children divided by the server's
+    /// processes (event loops, or children of fork/prefork/worker).
+    pub const KEEPALIVE: usize = 0;
     /// How long an idle connection is kept. nginx upstream `keepalive_timeout 60s`.
     pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(60);
     /// Requests on one backend connection before it is closed. nginx upstream

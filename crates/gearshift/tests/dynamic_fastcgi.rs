@@ -194,7 +194,8 @@ fn keep_alive_reuses_one_backend_connection_and_survives_its_loss() {
     let Some(bin) = fpm_or_skip("keep_alive_reuses_one_backend_connection") else {
         return;
     };
-    let (mut fpm, s) = setup(&bin, false, "");
+    // Reuse is asked for (the default keeps none: tests/fastcgi_capacity.rs says why).
+    let (mut fpm, s) = setup(&bin, false, "keepalive = 8");
     let port = fpm.port.unwrap();
     let mut c = s.conn();
     let mut seen = Vec::new();
