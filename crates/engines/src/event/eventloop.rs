@@ -24,6 +24,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use upstreams::{recv, Exchanges, Upstreams, UPSTREAM};
 
+mod fcgi;
 mod handoff;
 mod proxied;
 mod sweep;
@@ -73,7 +74,8 @@ pub(super) struct EventLoop {
     limits: Arc<super::Limits>,
     dynamic: Arc<BlockingPool<Dynamic>>,
     ups: Upstreams,
-    /// Proxied requests this loop runs, by client connection (`proxied.rs`).
+    /// Proxied and FastCGI requests this loop runs, by client connection (`proxied.rs`,
+    /// `fcgi.rs`).
     exchanges: Exchanges,
 }
 

@@ -50,7 +50,8 @@ pub struct Session {
     /// Answers queued but not yet written (boxed: idle connections stay small).
     unwritten: Option<Box<Unwritten>>,
     /// The engine runs proxied requests without a body itself (the event loop): `process`
-    /// prepares their exchange (`DynamicRequest::exchange`).
+    /// prepares their exchange (`DynamicRequest::exchange`); FastCGI requests are marked
+    /// (`DynamicRequest::fastcgi`) for it to run too.
     pub proxy_in_loop: bool,
     /// The connection must start with a PROXY protocol header, not read yet.
     proxy_header_due: bool,
@@ -82,6 +83,8 @@ pub struct DynamicRequest {
     /// A proxied request without a body, prepared for the event loop to run while its
     /// head was at hand (`Session::proxy_in_loop`), so the loop need not parse it again.
     pub exchange: Option<Box<gearshift_handlers::proxy::LoopExchange>>,
+    /// A FastCGI request, which the event loop may run itself (`proxy_in_loop`).
+    pub fastcgi: bool,
     /// The body, read whole before the exchange (request buffering): `Stop::Dynamic` is
     /// reported once it has all arrived.
     pub body: Option<Box<BodySpool>>,
@@ -253,6 +256,8 @@ impl Session {
                     self.dynamic = Some(Box::new(DynamicRequest {
                         head: input[pos - n..pos].to_vec(),
                         exchange: self.in_loop_exchange(&head, seen, svc, w),
+                        fastcgi: self.proxy_in_loop
+                            && svc.route(&head) == gearshift_handlers::Route::FastCgi,
                         seen,
                         client: svc.client(&head, self.peer),
                         body,

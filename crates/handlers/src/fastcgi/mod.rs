@@ -24,6 +24,7 @@
 
 pub mod config;
 mod conn;
+mod evented;
 mod exchange;
 pub(crate) mod fuzzing;
 mod inbox;
@@ -48,6 +49,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub use conn::Backend as FastCgiBackend;
+pub use evented::{FcgiExchange, FcgiFed};
 
 /// Request id of our one request on a connection of its own.
 const ID: u16 = 1;
@@ -68,6 +70,8 @@ pub struct FastCgi {
     multiplex: bool,
     multiplex_requests: usize,
     multiplex_connections: usize,
+    /// Idle connections kept per event loop by the loop's own exchanges (`evented`).
+    keepalive: usize,
     /// Requests in flight at the backend, server-wide (a shared page, as CGI's count).
     busy: Arc<Count>,
     pool: Arc<ConnPool>,
@@ -115,6 +119,7 @@ impl FastCgi {
             multiplex: cfg.multiplex == "auto",
             multiplex_requests: cfg.multiplex_requests,
             multiplex_connections: cfg.multiplex_connections,
+            keepalive: cfg.keepalive,
             busy: previous.map_or_else(|| Arc::new(Count::new()), |p| p.busy.clone()),
             pool,
             policy: PathPolicy {

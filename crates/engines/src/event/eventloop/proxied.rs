@@ -9,10 +9,12 @@
 //! not read (`Exchange::paused`), and reading resumes once the client's socket drains.
 //! Timeouts come from the loop's sweep (`proxy_sweep`).
 
-use super::upstreams::{connect, recv, Running, UpConn, UPSTREAM};
+use super::upstreams::{connect, recv, Job, Peer, Running, UpConn, UPSTREAM};
 use super::EventLoop;
+use crate::session::DynamicRequest;
 use gearshift_core::output::Flushed;
-use gearshift_handlers::proxy::{Fed, LoopExchange, Retry};
+use gearshift_core::respond::Outcome;
+use gearshift_handlers::proxy::{Fed, Retry};
 use gearshift_handlers::Service;
 use gearshift_http::parse::parse_head;
 use rustix::event::epoll::{self, EventData, EventFlags};
@@ -22,12 +24,13 @@ use rustix::net::SendFlags;
 
 /// Upstream reads (of `READ_BUF`) one exchange relays before other connections get a turn,
 /// so a large download to a fast client does not hold the loop: 1 MiB.
-const RELAY_READS: usize = 16;
+pub(super) const RELAY_READS: usize = 16;
 
 impl EventLoop {
     /// A dynamic request was read: run it here if it is a proxied request without a body
-    /// (true), else it goes to the dynamic pool (false). `drained`: the client socket had
-    /// no more input at the last read.
+    /// or a FastCGI request this loop can run (`fcgi.rs`) (true), else it goes to the
+    /// dynamic pool (false). `drained`: the client socket had no more input at the last
+    /// read.
     pub(super) fn start_proxy(&mut self, k: usize, drained: bool, svc: &Service) -> bool {
         let c = &mut self.conns[k];
         let Some(mut req) = c.session.take_dynamic() else {
@@ -35,11 +38,14 @@ impl EventLoop {
         };
         // Prepared by `Session::process` while the head was parsed (`proxy_in_loop`).
         let Some(ex) = req.exchange.take() else {
+            if req.fastcgi {
+                return self.start_fcgi(k, drained, req, svc);
+            }
             c.session.restore_dynamic(req);
             return false;
         };
         c.read_stalled = !drained;
-        self.exchanges.set(k, ex, req);
+        self.exchanges.set(k, Job::Proxy(ex), req);
         self.proxy_next(k, svc);
         true
     }
@@ -70,7 +76,8 @@ impl EventLoop {
                 let key = entry.key();
                 entry.insert(UpConn {
                     fd,
-                    addr,
+                    addr: Peer::Tcp(addr),
+                    uses: 1,
                     client: Some(k),
                     connecting: !done,
                     hup: false,
@@ -111,6 +118,9 @@ impl EventLoop {
             }
             return;
         };
+        if self.exchanges.fcgi(k).is_some() {
+            return self.fcgi_ready(k, key, flags, svc);
+        }
         u.hup |= flags.intersects(EventFlags::RDHUP | EventFlags::HUP | EventFlags::ERR);
         if u.connecting {
             if !flags.intersects(EventFlags::OUT | EventFlags::ERR | EventFlags::HUP) {
@@ -218,12 +228,13 @@ impl EventLoop {
 
     /// Write the client output the exchange produced. False when reading the upstream
     /// must stop: the client's socket is full (paused) or the client is gone (closed).
-    fn proxy_write(&mut self, k: usize) -> bool {
+    pub(super) fn proxy_write(&mut self, k: usize) -> bool {
         if self.batch.is_empty() {
             return true;
         }
         let c = &mut self.conns[k];
-        let ex = self.exchanges.get_mut(k).expect("exchange");
+        let (paused, io_deadline, buffer) =
+            self.exchanges.job_mut(k).expect("exchange").client_side();
         let res = if !c.output_waiting() {
             crate::wire::send(c.fd.as_fd(), &mut c.tls, &mut self.batch)
         } else {
@@ -238,13 +249,13 @@ impl EventLoop {
                 }
                 // Response buffering: hold it (memory, then a temporary file) and go on
                 // reading the upstream, so a slow client does not hold it.
-                if let Some(h) = &mut ex.buffer {
+                if let Some(h) = buffer {
                     if h.bound(&mut c.pending) {
                         return true;
                     }
                 }
-                ex.paused = true;
-                ex.io_deadline = u64::MAX;
+                *paused = true;
+                *io_deadline = u64::MAX;
                 false
             }
             Err(_) => {
@@ -258,10 +269,18 @@ impl EventLoop {
     /// The client's socket took its pending output: resume reading the upstream.
     pub(super) fn proxy_drained(&mut self, k: usize, svc: &Service) {
         let now = self.w.now_ms;
-        if let Some(ex) = self.exchanges.get_mut(k).filter(|ex| ex.paused) {
-            ex.paused = false;
-            ex.progress(now);
-            self.up_read(k, svc);
+        match self.exchanges.job_mut(k) {
+            Some(Job::Proxy(ex)) if ex.paused => {
+                ex.paused = false;
+                ex.progress(now);
+                self.up_read(k, svc);
+            }
+            Some(Job::Fcgi(ex)) if ex.paused => {
+                ex.paused = false;
+                ex.progress(now);
+                self.fcgi_read(k, svc);
+            }
+            _ => {}
         }
     }
 
@@ -269,11 +288,13 @@ impl EventLoop {
     /// connection, log the request, write the rest, and resume the client connection.
     fn proxy_end(&mut self, k: usize, ok: bool, reusable: bool, svc: &Service) {
         let now = self.w.now_ms;
-        let c = &mut self.conns[k];
         let Running {
-            mut ex,
+            ex: Job::Proxy(mut ex),
             request: req,
-        } = self.exchanges.take(k).expect("exchange");
+        } = self.exchanges.take(k).expect("exchange")
+        else {
+            unreachable!("a proxied exchange")
+        };
         ex.release(ok);
         if let Some(key) = ex.conn.take() {
             // An upstream that already hung up sends no further event: not kept.
@@ -283,6 +304,22 @@ impl EventLoop {
             }
         }
         let keep = ex.keep_alive() && !ex.broken;
+        self.exchange_done(k, &req, ex.outcome(), keep, ex.started_us, svc);
+    }
+
+    /// The end of an exchange of either kind, once its upstream connection is dealt with:
+    /// count and log the request, write the rest, and resume the client connection.
+    pub(super) fn exchange_done(
+        &mut self,
+        k: usize,
+        req: &DynamicRequest,
+        outcome: Outcome,
+        keep: bool,
+        started_us: u64,
+        svc: &Service,
+    ) {
+        let now = self.w.now_ms;
+        let c = &mut self.conns[k];
         c.session.http.response_done(now);
         // The head again only for the access log.
         let parsed = match self.w.log {
@@ -290,14 +327,10 @@ impl EventLoop {
             None => Ok(None),
         };
         match parsed {
-            Ok(head) => c.session.finish_dynamic(
-                head.as_ref(),
-                &req,
-                ex.outcome(),
-                keep,
-                ex.started_us,
-                &mut self.w,
-            ),
+            Ok(head) => {
+                c.session
+                    .finish_dynamic(head.as_ref(), req, outcome, keep, started_us, &mut self.w)
+            }
             Err(()) => c.session.close_after_write = true,
         }
         if c.output_waiting() {
@@ -325,6 +358,8 @@ impl EventLoop {
             let relaying = self.exchanges.get(k);
             if relaying.is_some_and(|ex| !ex.paused && ex.sent == ex.req.len()) {
                 self.up_read(k, svc);
+            } else if self.exchanges.fcgi(k).is_some_and(|ex| !ex.paused) {
+                self.fcgi_read(k, svc);
             }
         }
         while let Some(k) = self.ups.resume.pop() {
@@ -362,11 +397,20 @@ impl EventLoop {
 
     /// A client connection closed during its exchange: its upstream connection is out of
     /// sync and dropped; the server did nothing wrong.
-    pub(super) fn proxy_abandoned(&mut self, mut ex: Box<LoopExchange>) {
-        if let Some(key) = ex.conn.take() {
-            self.ups.drop_conn(key);
+    pub(super) fn proxy_abandoned(&mut self, job: Job) {
+        match job {
+            Job::Proxy(mut ex) => {
+                if let Some(key) = ex.conn.take() {
+                    self.ups.drop_conn(key);
+                }
+                ex.release(true);
+            }
+            Job::Fcgi(mut ex) => {
+                if let Some(key) = ex.conn.take() {
+                    self.ups.drop_conn(key);
+                }
+            }
         }
-        ex.release(true);
     }
 
     /// The sweep's part for the proxy: idle upstream connections past their time or beyond
@@ -382,10 +426,14 @@ impl EventLoop {
             .0
             .iter()
             .enumerate()
-            .filter(|(_, r)| r.as_ref().is_some_and(|r| now >= r.ex.io_deadline))
+            .filter(|(_, r)| r.as_ref().is_some_and(|r| now >= r.ex.io_deadline()))
             .map(|(k, _)| k)
             .collect();
         for k in due {
+            if self.exchanges.fcgi(k).is_some() {
+                self.fcgi_timeout(k, svc);
+                continue;
+            }
             let ex = self.exchanges.get_mut(k).expect("exchange");
             if ex.unanswered() {
                 let connecting = ex
