@@ -80,8 +80,8 @@ pub struct DynamicRequest {
     seen: Seen,
     /// Where the request came from (the peer, or the client behind a trusted proxy).
     pub client: SocketAddr,
-    /// A proxied request without a body, prepared for the event loop to run while its
-    /// head was at hand (`Session::proxy_in_loop`), so the loop need not parse it again.
+    /// A proxied request without a body (or with one read whole first), prepared for the
+    /// event loop to run while its head was at hand (`Session::proxy_in_loop`), so the loop need not parse it again.
     pub exchange: Option<Box<gearshift_handlers::proxy::LoopExchange>>,
     /// A FastCGI request, which the event loop may run itself (`proxy_in_loop`).
     pub fastcgi: bool,
@@ -395,7 +395,8 @@ impl Session {
         );
     }
 
-    /// The exchange the event loop runs for `head`, if it is proxied and has no body.
+    /// The exchange the event loop runs for `head`, if it is proxied and has no body or
+    /// one read whole first (request buffering).
     fn in_loop_exchange(
         &self,
         head: &RequestHead,
@@ -409,7 +410,13 @@ impl Session {
         }
         let keep_alive = head.keep_alive && !w.draining && seen.seq < svc.keepalive_requests;
         proxy
-            .evented(head, svc.client(head, self.peer), keep_alive, w.now_ms)
+            .evented(
+                head,
+                svc.client(head, self.peer),
+                keep_alive,
+                w.now_ms,
+                svc.request_buffer(head).is_some(),
+            )
             .map(Box::new)
     }
 

@@ -37,7 +37,7 @@ impl EventLoop {
             return false;
         };
         // Prepared by `Session::process` while the head was parsed (`proxy_in_loop`).
-        let Some(ex) = req.exchange.take() else {
+        let Some(mut ex) = req.exchange.take() else {
             if req.fastcgi {
                 return self.start_fcgi(k, drained, req, svc);
             }
@@ -45,7 +45,17 @@ impl EventLoop {
             return false;
         };
         c.read_stalled = !drained;
+        // A body read whole (request buffering) goes after the head.
+        let body = ex.set_body(req.body.take());
         self.exchanges.set(k, Job::Proxy(ex), req);
+        if let Err(e) = body {
+            gearshift_core::warn_limited!("request buffering: temporary file: {e}");
+            let ex = self.exchanges.get_mut(k).expect("exchange");
+            ex.error(Some(500), self.w.date.get(), &mut self.batch);
+            ex.broken = true;
+            self.proxy_end(k, true, false, svc);
+            return true;
+        }
         self.proxy_next(k, svc);
         true
     }
@@ -139,29 +149,49 @@ impl EventLoop {
         if !owned(self) {
             return;
         }
-        let ex = self.exchanges.get(k).expect("exchange");
-        if ex.sent < ex.req.len() {
+        // The answer is read while the request is still going: an upstream may answer
+        // (and stop reading) before it has the whole body.
+        if self.exchanges.get(k).expect("exchange").sending() {
             self.up_send(k, svc);
-        } else if flags.intersects(readable) && !ex.paused {
+        }
+        let reading = self
+            .exchanges
+            .get(k)
+            .is_some_and(|ex| ex.conn == Some(key) && !ex.paused);
+        if reading && flags.intersects(readable) {
             self.up_read(k, svc);
         }
     }
 
-    /// Send (the rest of) the request head upstream.
+    /// Send (the rest of) the request upstream: its head, then a body read whole before.
     fn up_send(&mut self, k: usize, svc: &Service) {
+        let now = self.w.now_ms;
         let ex = self.exchanges.get_mut(k).expect("exchange");
         let Some(u) = ex.conn.and_then(|key| self.ups.conns.get(key)) else {
             return;
         };
-        while ex.sent < ex.req.len() {
-            match rustix::net::send(&u.fd, &ex.req[ex.sent..], SendFlags::NOSIGNAL) {
-                Ok(n) => ex.sent += n,
+        loop {
+            let Some(data) = ex.to_send() else {
+                // The body's temporary file failed: 500, nothing more tried.
+                if let Some(key) = ex.conn.take() {
+                    self.ups.drop_conn(key);
+                }
+                return self.proxy_next(k, svc);
+            };
+            if data.is_empty() {
+                break;
+            }
+            match rustix::net::send(&u.fd, data, SendFlags::NOSIGNAL) {
+                Ok(n) => {
+                    ex.sent(n);
+                    ex.progress(now);
+                }
                 Err(Errno::INTR) => {}
                 Err(Errno::AGAIN) => return, // the next writable edge goes on
                 Err(_) => return self.up_failed(k, false, false, svc),
             }
         }
-        ex.progress(self.w.now_ms);
+        ex.progress(now);
     }
 
     /// Read the upstream's answer and relay it until it ends, the upstream socket is
@@ -195,7 +225,11 @@ impl EventLoop {
                         return; // paused, closed, or drained (edge-triggered contract)
                     }
                 }
-                Fed::Done { reusable } => return self.proxy_end(k, true, reusable, svc),
+                Fed::Done { reusable } => {
+                    // A request not sent whole leaves the connection out of sync.
+                    let reusable = reusable && !ex.sending();
+                    return self.proxy_end(k, true, reusable, svc);
+                }
                 Fed::Early => return self.up_failed(k, false, false, svc),
                 Fed::Bad => {
                     if let Some(key) = ex.conn.take() {
@@ -356,7 +390,7 @@ impl EventLoop {
     pub(super) fn resume_proxied(&mut self, svc: &Service) {
         for k in std::mem::take(&mut self.ups.more) {
             let relaying = self.exchanges.get(k);
-            if relaying.is_some_and(|ex| !ex.paused && ex.sent == ex.req.len()) {
+            if relaying.is_some_and(|ex| !ex.paused && !ex.sending()) {
                 self.up_read(k, svc);
             } else if self.exchanges.fcgi(k).is_some_and(|ex| !ex.paused) {
                 self.fcgi_read(k, svc);
