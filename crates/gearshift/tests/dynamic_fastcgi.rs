@@ -465,3 +465,54 @@ fn the_event_loop_serves_fastcgi_without_the_dynamic_pool() {
         );
     }
 }
+
+#[test]
+fn a_slow_reader_releases_the_php_worker() {
+    // Response buffering: an answer the client does not read is held (memory, then a
+    // temporary file) so php-fpm finishes and its worker is free; on the event engine the
+    // loop holds it (`proxy_write`), elsewhere the blocking exchange.
+    let Some(bin) = fpm_or_skip("a_slow_reader_releases_the_php_worker") else {
+        return;
+    };
+    let (_fpm, s) = setup(&bin, false, "");
+    s.root().write(
+        "held.php",
+        "<?php\nheader('Content-Type: application/octet-stream');\n\
+         $b = str_repeat('x', 65536);\nfor ($i = 0; $i < 128; $i++) { echo $b; flush(); }\n\
+         file_put_contents(__DIR__ . '/finished', 'yes');\n",
+    );
+    let finished = s.root().join("finished");
+    let mut c = std::net::TcpStream::connect(s.addr).unwrap();
+    std::io::Write::write_all(
+        &mut c,
+        b"GET /held.php HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    )
+    .unwrap();
+    assert!(
+        poll(Duration::from_secs(20), || finished.exists().then_some(())).is_some(),
+        "the php worker is held by a client that does not read"
+    );
+    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut got = Vec::new();
+    let _ = std::io::Read::read_to_end(&mut c, &mut got);
+    let end = got
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a head");
+    let mut body = &got[end + 4..];
+    let mut n = 0;
+    // Chunked (the script gives no length).
+    loop {
+        let line = body
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .expect("chunk size");
+        let size = usize::from_str_radix(std::str::from_utf8(&body[..line]).unwrap(), 16).unwrap();
+        if size == 0 {
+            break;
+        }
+        n += size;
+        body = &body[line + 2 + size + 2..];
+    }
+    assert_eq!(n, 128 * 65536);
+}

@@ -78,6 +78,9 @@ pub(super) struct EventLoop {
     /// Proxied and FastCGI requests this loop runs, by client connection (`proxied.rs`,
     /// `fcgi.rs`).
     exchanges: Exchanges,
+    /// Each listener's address when it is bound to one (not a wildcard): the local address
+    /// of its connections, which FastCGI passes on, without a getsockname per request.
+    bound: Vec<Option<std::net::SocketAddr>>,
 }
 
 impl EventLoop {
@@ -106,6 +109,15 @@ impl EventLoop {
         let mailbox = Arc::new(Mailbox::new(waker.clone()));
         registry.put(id, mailbox.clone());
         let w = ThreadCtx::new(shared.now_ms(), unix_now()).counting(&shared);
+        let bound = listeners
+            .iter()
+            .map(|l| {
+                l.socket
+                    .local_addr()
+                    .ok()
+                    .filter(|a| !a.ip().is_unspecified())
+            })
+            .collect();
         Ok(EventLoop {
             id,
             epoll,
@@ -124,6 +136,7 @@ impl EventLoop {
             dynamic,
             ups: Upstreams::default(),
             exchanges: Exchanges::default(),
+            bound,
         })
     }
 

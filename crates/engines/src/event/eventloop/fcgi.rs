@@ -40,9 +40,13 @@ impl EventLoop {
         let ex = match c.session.parse_head(&req.head, svc) {
             Some(head) if svc.route(&head) == Route::FastCgi => {
                 let keep_alive = c.session.keep_alive_for(&head, &req, svc, &self.w);
+                // The listener's address if it is bound to one, else the socket's.
+                let bound = self.bound.get(usize::from(c.session.listener)).copied();
                 let peers = Peers {
                     remote: req.client,
-                    local: crate::exchange::local_addr(c.fd.as_fd()),
+                    local: bound
+                        .flatten()
+                        .unwrap_or_else(|| crate::exchange::local_addr(c.fd.as_fd())),
                 };
                 svc.site(&head).and_then(|site| {
                     site.fastcgi?.evented(
