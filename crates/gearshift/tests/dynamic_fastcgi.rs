@@ -468,9 +468,10 @@ fn the_event_loop_serves_fastcgi_without_the_dynamic_pool() {
 
 #[test]
 fn a_slow_reader_releases_the_php_worker() {
-    // Response buffering: an answer the client does not read is held (memory, then a
-    // temporary file) so php-fpm finishes and its worker is free; on the event engine the
-    // loop holds it (`proxy_write`), elsewhere the blocking exchange.
+    // Response buffering: an answer (64 MiB, more than the sockets hold) the client does
+    // not read is held (memory, then a temporary file) so php-fpm finishes and its worker
+    // is free; on the event engine the loop holds it (`proxy_write`), elsewhere the
+    // blocking exchange.
     let Some(bin) = fpm_or_skip("a_slow_reader_releases_the_php_worker") else {
         return;
     };
@@ -478,7 +479,7 @@ fn a_slow_reader_releases_the_php_worker() {
     s.root().write(
         "held.php",
         "<?php\nheader('Content-Type: application/octet-stream');\n\
-         $b = str_repeat('x', 65536);\nfor ($i = 0; $i < 128; $i++) { echo $b; flush(); }\n\
+         $b = str_repeat('x', 65536);\nfor ($i = 0; $i < 1024; $i++) { echo $b; flush(); }\n\
          file_put_contents(__DIR__ . '/finished', 'yes');\n",
     );
     let finished = s.root().join("finished");
@@ -514,5 +515,5 @@ fn a_slow_reader_releases_the_php_worker() {
         n += size;
         body = &body[line + 2 + size + 2..];
     }
-    assert_eq!(n, 128 * 65536);
+    assert_eq!(n, 1024 * 65536);
 }
