@@ -182,11 +182,11 @@ impl FastCgi {
         id: u16,
     ) -> Vec<u8> {
         let mut params = Vec::with_capacity(2048);
-        for (k, v) in cgi_env::build(head, script, peers) {
-            if k != "PATH" {
-                record::pair(&mut params, k.as_bytes(), v.as_bytes());
+        cgi_env::each(head, script, peers, &mut |k, v| {
+            if k != b"PATH" {
+                record::pair(&mut params, k, v);
             }
-        }
+        });
         let mut uri = script.script_name.clone();
         uri.extend_from_slice(&script.path_info);
         record::pair(&mut params, b"DOCUMENT_URI", &uri);
