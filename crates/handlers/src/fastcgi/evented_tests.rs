@@ -358,3 +358,31 @@ fn local_redirects_and_statuses_without_the_backend() {
     ex.error(None, DATE, &mut out);
     assert_eq!(ex.outcome().status, 404);
 }
+
+#[test]
+fn matches_agrees_with_split() {
+    let f = fixture("matches", |c| c.dirs = vec!["/app".into()]);
+    for p in [
+        &b"/a.php"[..],
+        b"/a.php/x/y",
+        b"/x/a.php/",
+        b"/.php",
+        b"/a.phpx",
+        b"/",
+        b"/app",
+        b"/app/",
+        b"/app/run/more",
+        b"/ap/x",
+        b"/a%2ephp",
+        b"/dir/../a.php",
+        b"relative.php",
+    ] {
+        assert_eq!(
+            f.fcgi.matches(p),
+            f.fcgi.split(p).is_some(),
+            "{}",
+            String::from_utf8_lossy(p)
+        );
+    }
+    assert!(f.fcgi.matches(b"/a.php/x") && f.fcgi.matches(b"/app/x"));
+}

@@ -129,9 +129,19 @@ impl FastCgi {
         })
     }
 
-    /// Whether the (still encoded) request path goes to the backend.
+    /// Whether the (still encoded) request path goes to the backend (`split` without
+    /// building the script's paths: `Service::route` asks several times a request).
     pub fn matches(&self, raw_path: &[u8]) -> bool {
-        self.split(raw_path).is_some()
+        let Ok(m) = map_path(raw_path, &self.policy) else {
+            return false;
+        };
+        let rel = &m.rel[..];
+        rel.iter()
+            .enumerate()
+            .filter(|&(_, &b)| b == b'/')
+            .map(|(i, _)| i)
+            .chain(std::iter::once(rel.len()))
+            .any(|end| self.names.is_script_name(&rel[..end]))
     }
 
     /// The script part of a path and the rest (PATH_INFO), like nginx's
