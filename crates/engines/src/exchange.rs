@@ -163,7 +163,7 @@ fn nonblocking(fd: BorrowedFd<'_>) -> Option<rustix::fs::OFlags> {
     Some(flags)
 }
 
-fn local_addr(fd: BorrowedFd<'_>) -> SocketAddr {
+pub(crate) fn local_addr(fd: BorrowedFd<'_>) -> SocketAddr {
     use rustix::net::SocketAddrAny;
     match rustix::net::getsockname(fd) {
         Ok(SocketAddrAny::V4(a)) => SocketAddr::V4(a),

@@ -400,3 +400,121 @@ fn a_script_that_does_not_exist_is_404_without_asking_the_backend() {
     assert_eq!(s.get("/dir.php").status, 404);
     assert_eq!(s.get("/info.php").status, 200, "real scripts still run");
 }
+
+#[test]
+fn the_event_loop_serves_fastcgi_without_the_dynamic_pool() {
+    // Issue 15: on the event engine FastCGI requests (with or without a body read whole
+    // first) are run by the loop itself, not handed to the dynamic pool. With one pool
+    // thread and a queue of one, concurrent slow scripts would otherwise find the pool
+    // full (503); the loop runs them all at once.
+    let Some(bin) = fpm_or_skip("the_event_loop_serves_fastcgi_without_the_dynamic_pool") else {
+        return;
+    };
+    let fpm = Fpm::start(&bin, false);
+    let root = standard_docroot();
+    root.write("slow.php", SLOW_PHP);
+    root.write("hash.php", HASH_PHP);
+    // No kept backend connections: php-fpm's `ondemand` counts a worker holding a kept
+    // connection as idle and starts none for a new connection while it has one, so kept
+    // connections would make the concurrent requests wait for each other at php-fpm.
+    let (cfg, path) = config_file(&format!(
+        "listen = \"127.0.0.1:0\"\n[fastcgi]\nbackend = \"{}\"\nextensions = [\".php\"]\n\
+         keepalive = 0\n[dynamic]\nthreads = 1\nqueue = 1\n",
+        fpm.backend
+    ));
+    let mut s = serve(root, &["--config", &path, "--engine", "event"]);
+    s.keep.push(cfg);
+    let mut c = s.conn();
+    c.send(&req("GET", "/slow.php?s=0", &[]));
+    assert_eq!(answer(&mut c, &s).status, 200);
+    let addr = s.addr;
+    let slow: Vec<_> = (0..4)
+        .map(|i| {
+            std::thread::spawn(move || {
+                let mut c = Conn::open(addr);
+                if i % 2 == 0 {
+                    c.send(&req("GET", "/slow.php?s=2", &[]));
+                    let r = c.response();
+                    (r.status, r.text())
+                } else {
+                    // The body is read whole first, then the loop sends it as STDIN.
+                    let body = pattern(100_000, i);
+                    c.send(b"POST /hash.php HTTP/1.1\r\nHost: t\r\nContent-Length: 100000\r\n\r\n");
+                    std::thread::sleep(Duration::from_millis(300));
+                    c.send(&body);
+                    let r = c.response();
+                    assert_eq!(r.text(), format!("100000 {:08x}", crc32(&body)));
+                    (r.status, "late".to_string())
+                }
+            })
+        })
+        .collect();
+    // While the slow ones run, more requests are served too.
+    std::thread::sleep(Duration::from_millis(500));
+    let mut c = s.conn();
+    c.send(&req("GET", "/slow.php?s=0", &[]));
+    assert_eq!(answer(&mut c, &s).status, 200);
+    for t in slow {
+        let (status, text) = t
+            .join()
+            .unwrap_or_else(|_| panic!("server log:\n{}", s.stderr_text()));
+        assert_eq!(
+            (status, text.as_str()),
+            (200, "late"),
+            "{}",
+            s.stderr_text()
+        );
+    }
+}
+
+#[test]
+fn a_slow_reader_releases_the_php_worker() {
+    // Response buffering: an answer (64 MiB, more than the sockets hold) the client does
+    // not read is held (memory, then a temporary file) so php-fpm finishes and its worker
+    // is free; on the event engine the loop holds it (`proxy_write`), elsewhere the
+    // blocking exchange.
+    let Some(bin) = fpm_or_skip("a_slow_reader_releases_the_php_worker") else {
+        return;
+    };
+    let (_fpm, s) = setup(&bin, false, "");
+    s.root().write(
+        "held.php",
+        "<?php\nheader('Content-Type: application/octet-stream');\n\
+         $b = str_repeat('x', 65536);\nfor ($i = 0; $i < 1024; $i++) { echo $b; flush(); }\n\
+         file_put_contents(__DIR__ . '/finished', 'yes');\n",
+    );
+    let finished = s.root().join("finished");
+    let mut c = std::net::TcpStream::connect(s.addr).unwrap();
+    std::io::Write::write_all(
+        &mut c,
+        b"GET /held.php HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    )
+    .unwrap();
+    assert!(
+        poll(Duration::from_secs(20), || finished.exists().then_some(())).is_some(),
+        "the php worker is held by a client that does not read"
+    );
+    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut got = Vec::new();
+    let _ = std::io::Read::read_to_end(&mut c, &mut got);
+    let end = got
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a head");
+    let mut body = &got[end + 4..];
+    let mut n = 0;
+    // Chunked (the script gives no length).
+    loop {
+        let line = body
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .expect("chunk size");
+        let size = usize::from_str_radix(std::str::from_utf8(&body[..line]).unwrap(), 16).unwrap();
+        if size == 0 {
+            break;
+        }
+        n += size;
+        body = &body[line + 2 + size + 2..];
+    }
+    assert_eq!(n, 1024 * 65536);
+}

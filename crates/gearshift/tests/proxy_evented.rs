@@ -260,3 +260,128 @@ fn proxied_requests_are_in_the_access_log() {
         "{lines:?}"
     );
 }
+
+#[test]
+fn request_bodies_read_whole_are_sent_by_the_loop_not_the_dynamic_pool() {
+    // Issue 15: a proxied request with a body read whole first (request buffering) is
+    // run by the loop too. With one pool thread and a queue of one, concurrent slow
+    // answers would find the pool full (503) if they went there.
+    if !event_engine() {
+        return;
+    }
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    // Echo the body's length and framing after a pause.
+    upstream(l, |mut s| {
+        while let Some(head) = read_head(&mut s) {
+            let lower = head.to_ascii_lowercase();
+            let chunked = lower.contains("transfer-encoding: chunked");
+            let body = match chunked {
+                true => read_chunked(&mut s),
+                false => {
+                    let len: usize = lower
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length: "))
+                        .map_or(0, |v| v.trim().parse().unwrap());
+                    let mut body = vec![0u8; len];
+                    s.read_exact(&mut body).ok().map(|_| body)
+                }
+            };
+            let Some(body) = body else {
+                return;
+            };
+            let len = body.len();
+            std::thread::sleep(Duration::from_millis(1500));
+            let text = format!("{len} {chunked} {:08x}", fnv_sum(&body));
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{text}",
+                text.len()
+            );
+            if s.write_all(answer.as_bytes()).is_err() {
+                return;
+            }
+        }
+    });
+    let (dir, cfg) = config_file(&format!(
+        "listen = \"127.0.0.1:0\"\nworkers = 1\n[dynamic]\nthreads = 1\nqueue = 1\n\
+         [[proxy.upstream]]\nname = \"app\"\nservers = [\"{addr}\"]\n\
+         [[proxy.route]]\nprefix = \"/\"\nupstream = \"app\"\n"
+    ));
+    let root = TempDir::new("proxy-root");
+    let args: Vec<String> = vec![
+        "serve".into(),
+        root.str(),
+        "--config".into(),
+        cfg,
+        "--engine".into(),
+        "event".into(),
+    ];
+    let mut s = launch(&args, &[], None).unwrap_or_else(|e| panic!("proxy did not start: {e:?}"));
+    s.keep = vec![dir, root];
+    let server = s.addr;
+    let clients: Vec<_> = (0..4u64)
+        .map(|i| {
+            std::thread::spawn(move || {
+                let body = pattern(50_000 + i as usize, i);
+                let mut c = Conn::open(server);
+                if i % 2 == 0 {
+                    c.send(
+                        format!(
+                            "POST /u HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\n\r\n",
+                            body.len()
+                        )
+                        .as_bytes(),
+                    );
+                    c.send(&body);
+                } else {
+                    c.send(b"POST /u HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n");
+                    for piece in body.chunks(7_000) {
+                        c.send(format!("{:x}\r\n", piece.len()).as_bytes());
+                        c.send(piece);
+                        c.send(b"\r\n");
+                    }
+                    c.send(b"0\r\n\r\n");
+                }
+                let r = c.response();
+                (r.status, r.text(), body)
+            })
+        })
+        .collect();
+    for t in clients {
+        let (status, text, body) = t.join().unwrap();
+        assert_eq!(status, 200, "{text}");
+        // Framed as the client framed it (as the blocking proxy does).
+        let chunked = body.len() % 2 == 1;
+        assert_eq!(
+            text,
+            format!("{} {chunked} {:08x}", body.len(), fnv_sum(&body))
+        );
+    }
+}
+
+/// A chunked body read from `s` (None if it breaks off).
+fn read_chunked(s: &mut TcpStream) -> Option<Vec<u8>> {
+    let mut body = Vec::new();
+    loop {
+        let mut line = Vec::new();
+        let mut b = [0u8; 1];
+        while !line.ends_with(b"\r\n") {
+            s.read_exact(&mut b).ok()?;
+            line.push(b[0]);
+        }
+        let n = usize::from_str_radix(std::str::from_utf8(&line).ok()?.trim(), 16).ok()?;
+        let mut piece = vec![0u8; n + 2];
+        s.read_exact(&mut piece).ok()?;
+        if n == 0 {
+            return Some(body);
+        }
+        body.extend_from_slice(&piece[..n]);
+    }
+}
+
+/// A checksum of a body (FNV-1a, 32 bits).
+fn fnv_sum(b: &[u8]) -> u32 {
+    b.iter().fold(0x811c_9dc5u32, |h, &x| {
+        (h ^ u32::from(x)).wrapping_mul(0x0100_0193)
+    })
+}

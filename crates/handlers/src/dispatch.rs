@@ -107,7 +107,7 @@ fn dispatch(
 
 /// The request a local redirect (RFC 3875 §6.2.2) turns `head` into: a GET of `location`
 /// (an abs-path with an optional query) with the original header fields and no body.
-fn redirected<'b>(head: &RequestHead<'b>, location: &'b [u8]) -> RequestHead<'b> {
+pub fn redirected<'b>(head: &RequestHead<'b>, location: &'b [u8]) -> RequestHead<'b> {
     let (path, query) = match location.iter().position(|&b| b == b'?') {
         Some(q) => (&location[..q], Some(&location[q + 1..])),
         None => (location, None),

@@ -1,9 +1,10 @@
 //! One event loop of the event engine: its epoll set, its connections, and the I/O that
 //! drives them (edge-triggered reads and writes, back-pressure, lingering close; the timer
 //! sweep is in sweep.rs). A loop told to retire stops accepting and hands every connection,
-//! whole, to a surviving loop, so shrinking the engine closes nothing. A connection with a
-//! dynamic request goes, whole, to the dynamic pool (`hand_to_dynamic`), which runs the
-//! blocking exchange and hands it back to its loop's mailbox (`run_dynamic`).
+//! whole, to a surviving loop, so shrinking the engine closes nothing. Proxied and FastCGI
+//! requests are run by the loop itself (`proxied.rs`, `fcgi.rs`); a connection with
+//! another dynamic request goes, whole, to the dynamic pool (`hand_to_dynamic`), which runs
+//! the blocking exchange and hands it back to its loop's mailbox (`run_dynamic`).
 
 use super::{Mailbox, Registry};
 use crate::blocking_pool::BlockingPool;
@@ -24,6 +25,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use upstreams::{recv, Exchanges, Upstreams, UPSTREAM};
 
+mod fcgi;
 mod handoff;
 mod proxied;
 mod sweep;
@@ -73,7 +75,8 @@ pub(super) struct EventLoop {
     limits: Arc<super::Limits>,
     dynamic: Arc<BlockingPool<Dynamic>>,
     ups: Upstreams,
-    /// Proxied requests this loop runs, by client connection (`proxied.rs`).
+    /// Proxied and FastCGI requests this loop runs, by client connection (`proxied.rs`,
+    /// `fcgi.rs`).
     exchanges: Exchanges,
     /// Keys given to connections (accepted, adopted) while the current batch of events is
     /// handled: the slab reuses a key freed just before, so an event of this batch for
@@ -81,6 +84,9 @@ pub(super) struct EventLoop {
     /// earlier in the batch) and is not applied to the new one, which epoll reports on its
     /// own at the next wait (edge-triggered registration reports current readiness).
     born: Vec<usize>,
+    /// Each listener's address when it is bound to one (not a wildcard): the local address
+    /// of its connections, which FastCGI passes on, without a getsockname per request.
+    bound: Vec<Option<std::net::SocketAddr>>,
 }
 
 impl EventLoop {
@@ -109,6 +115,15 @@ impl EventLoop {
         let mailbox = Arc::new(Mailbox::new(waker.clone()));
         registry.put(id, mailbox.clone());
         let w = ThreadCtx::new(shared.now_ms(), unix_now()).counting(&shared);
+        let bound = listeners
+            .iter()
+            .map(|l| {
+                l.socket
+                    .local_addr()
+                    .ok()
+                    .filter(|a| !a.ip().is_unspecified())
+            })
+            .collect();
         Ok(EventLoop {
             id,
             epoll,
@@ -128,6 +143,7 @@ impl EventLoop {
             ups: Upstreams::default(),
             exchanges: Exchanges::default(),
             born: Vec::new(),
+            bound,
         })
     }
 

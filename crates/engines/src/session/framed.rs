@@ -137,6 +137,7 @@ impl Session {
                         head: input[pos - n..pos].to_vec(),
                         seen: self.current(),
                         exchange: None,
+                        fastcgi: false,
                         client: svc.client(&head, self.peer),
                         body,
                         site: svc.site_name(&head).cloned(),

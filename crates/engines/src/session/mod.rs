@@ -50,7 +50,8 @@ pub struct Session {
     /// Answers queued but not yet written (boxed: idle connections stay small).
     unwritten: Option<Box<Unwritten>>,
     /// The engine runs proxied requests without a body itself (the event loop): `process`
-    /// prepares their exchange (`DynamicRequest::exchange`).
+    /// prepares their exchange (`DynamicRequest::exchange`); FastCGI requests are marked
+    /// (`DynamicRequest::fastcgi`) for it to run too.
     pub proxy_in_loop: bool,
     /// The connection must start with a PROXY protocol header, not read yet.
     proxy_header_due: bool,
@@ -79,9 +80,11 @@ pub struct DynamicRequest {
     seen: Seen,
     /// Where the request came from (the peer, or the client behind a trusted proxy).
     pub client: SocketAddr,
-    /// A proxied request without a body, prepared for the event loop to run while its
-    /// head was at hand (`Session::proxy_in_loop`), so the loop need not parse it again.
+    /// A proxied request without a body (or with one read whole first), prepared for the
+    /// event loop to run while its head was at hand (`Session::proxy_in_loop`), so the loop need not parse it again.
     pub exchange: Option<Box<gearshift_handlers::proxy::LoopExchange>>,
+    /// A FastCGI request, which the event loop may run itself (`proxy_in_loop`).
+    pub fastcgi: bool,
     /// The body, read whole before the exchange (request buffering): `Stop::Dynamic` is
     /// reported once it has all arrived.
     pub body: Option<Box<BodySpool>>,
@@ -253,6 +256,8 @@ impl Session {
                     self.dynamic = Some(Box::new(DynamicRequest {
                         head: input[pos - n..pos].to_vec(),
                         exchange: self.in_loop_exchange(&head, seen, svc, w),
+                        fastcgi: self.proxy_in_loop
+                            && svc.route(&head) == gearshift_handlers::Route::FastCgi,
                         seen,
                         client: svc.client(&head, self.peer),
                         body,
@@ -390,7 +395,8 @@ impl Session {
         );
     }
 
-    /// The exchange the event loop runs for `head`, if it is proxied and has no body.
+    /// The exchange the event loop runs for `head`, if it is proxied and has no body or
+    /// one read whole first (request buffering).
     fn in_loop_exchange(
         &self,
         head: &RequestHead,
@@ -404,7 +410,13 @@ impl Session {
         }
         let keep_alive = head.keep_alive && !w.draining && seen.seq < svc.keepalive_requests;
         proxy
-            .evented(head, svc.client(head, self.peer), keep_alive, w.now_ms)
+            .evented(
+                head,
+                svc.client(head, self.peer),
+                keep_alive,
+                w.now_ms,
+                svc.request_buffer(head).is_some(),
+            )
             .map(Box::new)
     }
 

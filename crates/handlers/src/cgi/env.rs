@@ -29,8 +29,26 @@ pub(crate) fn build(
     script: &ScriptPath,
     peers: Peers,
 ) -> Vec<(OsString, OsString)> {
-    let mut env: Vec<(&str, Vec<u8>)> = Vec::with_capacity(32 + head.headers.len());
-    let mut set = |k: &'static str, v: &[u8]| env.push((k, v.to_vec()));
+    let mut out = Vec::with_capacity(32 + head.headers.len());
+    each(head, script, peers, &mut |k, v| {
+        out.push((
+            OsString::from_vec(k.to_vec()),
+            OsString::from_vec(v.to_vec()),
+        ))
+    });
+    out
+}
+
+/// Every variable of `build`, in its order, given to `f` as (name, value) without
+/// building the list (FastCGI encodes them straight into its PARAMS stream): numbers are
+/// formatted on the stack, and only a repeated header field or PATH_TRANSLATED allocates.
+pub(crate) fn each(
+    head: &RequestHead,
+    script: &ScriptPath,
+    peers: Peers,
+    f: &mut dyn FnMut(&[u8], &[u8]),
+) {
+    let mut set = |k: &str, v: &[u8]| f(k.as_bytes(), v);
     set("GATEWAY_INTERFACE", b"CGI/1.1");
     set(
         "SERVER_SOFTWARE",
@@ -44,12 +62,13 @@ pub(crate) fn build(
         },
     );
     let host = head.host.filter(|h| !h.is_empty()).map(strip_port);
-    let local_ip = peers.local.ip().to_string();
-    set("SERVER_NAME", host.unwrap_or(local_ip.as_bytes()));
-    set("SERVER_ADDR", local_ip.as_bytes());
-    set("SERVER_PORT", peers.local.port().to_string().as_bytes());
-    set("REMOTE_ADDR", peers.remote.ip().to_string().as_bytes());
-    set("REMOTE_PORT", peers.remote.port().to_string().as_bytes());
+    let mut buf = [0u8; 48];
+    let local_ip = text(&mut buf, peers.local.ip());
+    set("SERVER_NAME", host.unwrap_or(local_ip));
+    set("SERVER_ADDR", local_ip);
+    set("SERVER_PORT", text(&mut [0u8; 8], peers.local.port()));
+    set("REMOTE_ADDR", text(&mut [0u8; 48], peers.remote.ip()));
+    set("REMOTE_PORT", text(&mut [0u8; 8], peers.remote.port()));
     set("REQUEST_METHOD", head.method_raw);
     set("REQUEST_URI", head.target);
     set("REQUEST_SCHEME", b"http");
@@ -64,7 +83,7 @@ pub(crate) fn build(
         set("PATH_TRANSLATED", &translated);
     }
     if let Framing::Length(n) = head.framing {
-        set("CONTENT_LENGTH", n.to_string().as_bytes());
+        set("CONTENT_LENGTH", text(&mut [0u8; 24], n));
     }
     if let Some(ct) = head.header("content-type") {
         set("CONTENT_TYPE", ct);
@@ -74,54 +93,66 @@ pub(crate) fn build(
         set("AUTH_TYPE", scheme);
     }
     set("PATH", gearshift_core::defaults::cgi::PATH.as_bytes());
-    let mut out: Vec<(OsString, OsString)> = env
-        .into_iter()
-        .map(|(k, v)| (k.into(), OsString::from_vec(v)))
-        .collect();
-    // HTTP_*: repeated fields are joined with ", " (RFC 3875 §4.1.18).
-    let mut http: Vec<(String, Vec<u8>)> = Vec::new();
-    for h in &head.headers {
-        let Some(name) = http_name(h.name) else {
+    // HTTP_*: repeated fields are joined with ", " (RFC 3875 §4.1.18), at the place of
+    // their first occurrence.
+    let mut name = Vec::with_capacity(64);
+    for (i, h) in head.headers.iter().enumerate() {
+        if !http_name(h.name, &mut name) {
             continue;
-        };
-        match http.iter_mut().find(|(n, _)| *n == name) {
-            Some((_, v)) => {
-                v.extend_from_slice(b", ");
-                v.extend_from_slice(h.value);
-            }
-            None => http.push((name, h.value.to_vec())),
         }
+        let same = |o: &&gearshift_http::Header| o.name.eq_ignore_ascii_case(h.name);
+        if head.headers[..i].iter().any(|o| same(&o)) {
+            continue; // joined at its first occurrence
+        }
+        let mut later = head.headers[i + 1..].iter().filter(same).peekable();
+        if later.peek().is_none() {
+            f(&name, h.value);
+            continue;
+        }
+        let mut joined = h.value.to_vec();
+        for o in later {
+            joined.extend_from_slice(b", ");
+            joined.extend_from_slice(o.value);
+        }
+        f(&name, &joined);
     }
-    out.extend(
-        http.into_iter()
-            .map(|(k, v)| (k.into(), OsString::from_vec(v))),
-    );
-    out
 }
 
-/// `HTTP_` + the field name upper-cased with '-' as '_', or None for fields a script must
-/// not see as HTTP_* variables.
-fn http_name(name: &[u8]) -> Option<String> {
+/// `v` written into `buf` (which must be large enough), as text.
+fn text(buf: &mut [u8], v: impl std::fmt::Display) -> &[u8] {
+    use std::io::Write;
+    let len = buf.len();
+    let mut w = &mut buf[..];
+    let _ = write!(w, "{v}");
+    let used = len - w.len();
+    &buf[..used]
+}
+
+/// `HTTP_` + the field name upper-cased with '-' as '_' into `out`; false for fields a
+/// script must not see as HTTP_* variables.
+fn http_name(name: &[u8], out: &mut Vec<u8>) -> bool {
     if name.is_empty() || !name.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'-') {
-        return None;
+        return false;
     }
-    let lower = name.to_ascii_lowercase();
     // Content-Type/-Length are CONTENT_*; Authorization holds credentials; Proxy is httpoxy.
-    if matches!(
-        &lower[..],
-        b"content-type" | b"content-length" | b"authorization" | b"proxy"
-    ) {
-        return None;
+    if [
+        &b"content-type"[..],
+        b"content-length",
+        b"authorization",
+        b"proxy",
+    ]
+    .iter()
+    .any(|n| name.eq_ignore_ascii_case(n))
+    {
+        return false;
     }
-    let mut s = String::from("HTTP_");
-    s.extend(name.iter().map(|&b| {
-        if b == b'-' {
-            '_'
-        } else {
-            b.to_ascii_uppercase() as char
-        }
+    out.clear();
+    out.extend_from_slice(b"HTTP_");
+    out.extend(name.iter().map(|&b| match b {
+        b'-' => b'_',
+        b => b.to_ascii_uppercase(),
     }));
-    Some(s)
+    true
 }
 
 /// `host[:port]` or `[v6]:port` without the port.

@@ -207,6 +207,11 @@ impl ConnPool {
         })
     }
 
+    /// The backend's FCGI_GET_VALUES answer if it is known (nothing is asked).
+    pub(super) fn known_values(&self) -> Option<Values> {
+        *self.values.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// The backend's FCGI_GET_VALUES answer, asked once per process (again while the
     /// backend cannot be reached, and after `mux` saw a multiplexed connection die or a
     /// request refused with FCGI_CANT_MPX_CONN); logs it.

@@ -300,22 +300,32 @@ impl Exchange<'_> {
     }
 
     fn log_stderr(&mut self, data: &[u8]) {
-        for &b in data {
-            if b == b'\n' || self.err_line.len() >= MAX_LOG_LINE {
-                self.flush_err_line();
-            }
-            if b != b'\n' {
-                self.err_line.push(b);
-            }
-        }
+        log_stderr(&mut self.err_line, self.path, data);
     }
 
     fn flush_err_line(&mut self) {
-        if !self.err_line.is_empty() {
-            let line = String::from_utf8_lossy(&self.err_line);
-            tracing::warn!(target: "fastcgi", path = %String::from_utf8_lossy(self.path), "stderr: {line}");
-            self.err_line.clear();
+        flush_stderr(&mut self.err_line, self.path);
+    }
+}
+
+/// Log STDERR content line by line (`line` keeps an unfinished line between records).
+pub(super) fn log_stderr(line: &mut Vec<u8>, path: &[u8], data: &[u8]) {
+    for &b in data {
+        if b == b'\n' || line.len() >= MAX_LOG_LINE {
+            flush_stderr(line, path);
         }
+        if b != b'\n' {
+            line.push(b);
+        }
+    }
+}
+
+/// Log the unfinished STDERR line, if any.
+pub(super) fn flush_stderr(line: &mut Vec<u8>, path: &[u8]) {
+    if !line.is_empty() {
+        let text = String::from_utf8_lossy(line);
+        tracing::warn!(target: "fastcgi", path = %String::from_utf8_lossy(path), "stderr: {text}");
+        line.clear();
     }
 }
 

@@ -24,6 +24,7 @@
 
 pub mod config;
 mod conn;
+mod evented;
 mod exchange;
 pub(crate) mod fuzzing;
 mod inbox;
@@ -48,6 +49,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub use conn::Backend as FastCgiBackend;
+pub use evented::{FcgiExchange, FcgiFed};
 
 /// Request id of our one request on a connection of its own.
 const ID: u16 = 1;
@@ -68,6 +70,8 @@ pub struct FastCgi {
     multiplex: bool,
     multiplex_requests: usize,
     multiplex_connections: usize,
+    /// Idle connections kept per event loop by the loop's own exchanges (`evented`).
+    keepalive: usize,
     /// Requests in flight at the backend, server-wide (a shared page, as CGI's count).
     busy: Arc<Count>,
     pool: Arc<ConnPool>,
@@ -115,6 +119,7 @@ impl FastCgi {
             multiplex: cfg.multiplex == "auto",
             multiplex_requests: cfg.multiplex_requests,
             multiplex_connections: cfg.multiplex_connections,
+            keepalive: cfg.keepalive,
             busy: previous.map_or_else(|| Arc::new(Count::new()), |p| p.busy.clone()),
             pool,
             policy: PathPolicy {
@@ -124,9 +129,19 @@ impl FastCgi {
         })
     }
 
-    /// Whether the (still encoded) request path goes to the backend.
+    /// Whether the (still encoded) request path goes to the backend (`split` without
+    /// building the script's paths: `Service::route` asks several times a request).
     pub fn matches(&self, raw_path: &[u8]) -> bool {
-        self.split(raw_path).is_some()
+        let Ok(m) = map_path(raw_path, &self.policy) else {
+            return false;
+        };
+        let rel = &m.rel[..];
+        rel.iter()
+            .enumerate()
+            .filter(|&(_, &b)| b == b'/')
+            .map(|(i, _)| i)
+            .chain(std::iter::once(rel.len()))
+            .any(|end| self.names.is_script_name(&rel[..end]))
     }
 
     /// The script part of a path and the rest (PATH_INFO), like nginx's
@@ -177,11 +192,11 @@ impl FastCgi {
         id: u16,
     ) -> Vec<u8> {
         let mut params = Vec::with_capacity(2048);
-        for (k, v) in cgi_env::build(head, script, peers) {
-            if k != "PATH" {
-                record::pair(&mut params, k.as_bytes(), v.as_bytes());
+        cgi_env::each(head, script, peers, &mut |k, v| {
+            if k != b"PATH" {
+                record::pair(&mut params, k, v);
             }
-        }
+        });
         let mut uri = script.script_name.clone();
         uri.extend_from_slice(&script.path_info);
         record::pair(&mut params, b"DOCUMENT_URI", &uri);

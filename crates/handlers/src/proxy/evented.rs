@@ -8,13 +8,17 @@
 //! server, a failure before any answer byte retries a reused connection once fresh
 //! (idempotent requests), then moves on if the request is idempotent.
 //!
-//! Only requests without a body are run this way; a request with a body still takes the
-//! blocking path through the dynamic pool (streaming an upload from the loop is not done).
+//! A request with a body is run this way when the body is read whole first (request
+//! buffering): the head goes as the blocking proxy sends it (Content-Length, or chunked),
+//! then the body from its spool (`set_body`), framed the same way; the answer is read
+//! while the body is still going (an upstream may refuse an upload early). One whose body
+//! streams as it arrives (`request_buffering = false`) takes the blocking path through
+//! the dynamic pool.
 
 use super::forward::{self, BodyKind, Parsed};
 use super::{health, Proxy, Upstream};
 use crate::stream::framing::Framer;
-use crate::stream::spool::Held;
+use crate::stream::spool::{BodySpool, Held, SpoolReader};
 use gearshift_core::defaults::proxy::MAX_RESPONSE_HEAD;
 use gearshift_core::output::Batch;
 use gearshift_core::respond::{self, Outcome};
@@ -29,6 +33,15 @@ pub struct LoopExchange {
     /// The head sent upstream, and how much of it the current connection took.
     pub req: Vec<u8>,
     pub sent: usize,
+    /// The request body read whole before (request buffering), sent after the head; the
+    /// piece being sent and how much of it went; whether it goes chunked (and its last
+    /// chunk is still due).
+    body_in: Option<SpoolReader>,
+    body_left: bool,
+    chunked: bool,
+    last_chunk_due: bool,
+    piece: Vec<u8>,
+    piece_sent: usize,
     /// The answer broke off after its head was sent: the client connection must close.
     pub broken: bool,
     /// The loop's token of the upstream connection in use (None while choosing one).
@@ -94,25 +107,35 @@ pub enum Retry {
 
 impl Proxy {
     /// An exchange for `head` if an event loop can run it: a route matches and the request
-    /// has no body. `keep_alive`: whether the client connection may stay open afterwards.
+    /// has no body, or one read whole before the exchange starts (`buffered`; given with
+    /// `set_body`). `keep_alive`: whether the client connection may stay open afterwards.
     pub fn evented(
         &self,
         head: &RequestHead,
         remote: SocketAddr,
         keep_alive: bool,
         now_ms: u64,
+        buffered: bool,
     ) -> Option<LoopExchange> {
-        if head.framing != Framing::None {
+        let with_body = head.framing != Framing::None;
+        if with_body && !buffered {
             return None;
         }
         let up = self.find(head)?.clone();
         health::ensure(&up);
         let idempotent = head.method.is_idempotent();
         let deadline = up.cfg.deadline_ms(now_ms);
+        let chunked = head.framing == Framing::Chunked;
         Some(LoopExchange {
             req: forward::request_head(head, remote, up.addrs[0], up.via, up.underscores),
             up,
             sent: 0,
+            body_in: None,
+            body_left: false,
+            chunked,
+            last_chunk_due: chunked,
+            piece: Vec::new(),
+            piece_sent: 0,
             broken: false,
             conn: None,
             reused: false,
@@ -120,7 +143,7 @@ impl Proxy {
             started_us: gearshift_core::metrics::now_us(),
             io_deadline: u64::MAX,
             deadline,
-            replayable: idempotent,
+            replayable: idempotent && !with_body,
             fresh_only: false,
             tried: Vec::new(),
             server: 0,
@@ -135,12 +158,92 @@ impl Proxy {
 }
 
 impl LoopExchange {
+    /// The body, read whole, of a request that has one, to send after the head. Err if
+    /// its temporary file cannot be read back (500).
+    pub fn set_body(&mut self, spool: Option<Box<BodySpool>>) -> std::io::Result<()> {
+        if let Some(s) = spool.filter(|s| !s.is_empty()) {
+            self.body_in = Some(s.reader()?);
+            self.body_left = true;
+        }
+        Ok(())
+    }
+
+    /// Bytes of the request remain to be sent.
+    pub fn sending(&self) -> bool {
+        self.sent < self.req.len()
+            || self.piece_sent < self.piece.len()
+            || self.body_left
+            || self.last_chunk_due
+    }
+
+    /// The bytes to send next (empty when all went out); None if the body's temporary
+    /// file could not be read (the answer is then 500).
+    pub fn to_send(&mut self) -> Option<&[u8]> {
+        if self.sent < self.req.len() {
+            return Some(&self.req[self.sent..]);
+        }
+        if self.piece_sent == self.piece.len() {
+            self.piece.clear();
+            self.piece_sent = 0;
+            let next = match &mut self.body_in {
+                Some(r) if self.body_left => r.next_piece(),
+                _ => Ok(None),
+            };
+            match next {
+                Ok(Some(data)) if self.chunked => {
+                    self.piece
+                        .extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
+                    self.piece.extend_from_slice(data);
+                    self.piece.extend_from_slice(b"\r\n");
+                }
+                Ok(Some(data)) => self.piece.extend_from_slice(data),
+                Ok(None) => {
+                    self.body_left = false;
+                    if std::mem::take(&mut self.last_chunk_due) {
+                        self.piece.extend_from_slice(b"0\r\n\r\n");
+                    }
+                }
+                Err(e) => {
+                    gearshift_core::warn_limited!("request buffering: temporary file: {e}");
+                    self.body_in = None;
+                    self.body_left = false;
+                    self.give_up(500);
+                    return None;
+                }
+            }
+        }
+        Some(&self.piece[self.piece_sent..])
+    }
+
+    /// `n` bytes of `to_send` went out.
+    pub fn sent(&mut self, n: usize) {
+        if self.sent < self.req.len() {
+            self.sent += n;
+        } else {
+            self.piece_sent += n;
+        }
+    }
+
     /// The server to try next, or None when none is left (answer with `error`). After
     /// `Retry::Fresh` this is the same server again.
     pub fn pick(&mut self, now_ms: u64) -> Option<SocketAddr> {
         self.sent = 0;
         self.reused = false;
         self.head_buf.clear();
+        // Another server (after a connect failure) gets the body from its start.
+        self.piece.clear();
+        self.piece_sent = 0;
+        self.last_chunk_due = self.chunked;
+        if let Some(r) = &mut self.body_in {
+            self.body_left = true;
+            if let Err(e) = r.rewind() {
+                gearshift_core::warn_limited!("request buffering: temporary file: {e}");
+                self.body_in = None;
+                self.body_left = false;
+                self.status = 500;
+                return None;
+            }
+        }
         if self.fresh_only {
             return Some(self.up.addrs[self.server]);
         }

@@ -28,7 +28,13 @@ fn proxy(servers: &[&str]) -> Proxy {
 fn exchange(p: &Proxy, raw: &[u8]) -> LoopExchange {
     let head = parse_head(raw, &Limits::default()).unwrap().unwrap();
     let mut ex = p
-        .evented(&head, "10.0.0.1:1".parse().unwrap(), head.keep_alive, 0)
+        .evented(
+            &head,
+            "10.0.0.1:1".parse().unwrap(),
+            head.keep_alive,
+            0,
+            false,
+        )
         .expect("evented");
     assert!(ex.pick(0).is_some());
     ex
@@ -40,13 +46,68 @@ fn text(b: &Batch) -> String {
 
 const GET: &[u8] = b"GET /x HTTP/1.1\r\nHost: t\r\n\r\n";
 
+/// Everything the exchange sends, as text.
+fn all_sent(ex: &mut LoopExchange) -> String {
+    let mut all = Vec::new();
+    loop {
+        let n = {
+            let b = ex.to_send().unwrap();
+            all.extend_from_slice(b);
+            b.len()
+        };
+        if n == 0 {
+            return String::from_utf8_lossy(&all).into_owned();
+        }
+        ex.sent(n);
+    }
+}
+
+#[test]
+fn bodies_read_whole_follow_the_head_framed_as_the_client_framed_them() {
+    let p = proxy(&["127.0.0.1:9", "127.0.0.1:10"]);
+    for (raw, body, wire) in [
+        (
+            &b"POST /x HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\n"[..],
+            &b"abc"[..],
+            "Content-Length: 3\r\n\r\nabc",
+        ),
+        (
+            b"POST /x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n",
+            b"abc",
+            "Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+        ),
+        (
+            b"POST /x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n",
+            b"",
+            "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        ),
+    ] {
+        let head = parse_head(raw, &Limits::default()).unwrap().unwrap();
+        let mut ex = p
+            .evented(&head, "10.0.0.1:1".parse().unwrap(), true, 0, true)
+            .expect("run by the loop");
+        let mut spool = BodySpool::new(1024);
+        spool.push(body).unwrap();
+        ex.set_body(Some(Box::new(spool))).unwrap();
+        assert!(ex.pick(0).is_some());
+        assert!(ex.sending());
+        let sent = all_sent(&mut ex);
+        assert!(sent.ends_with(wire), "{sent}");
+        assert!(!ex.sending());
+        // Another server (after a connect failure) gets all of it again.
+        assert_eq!(ex.failed(false, true), Retry::Next);
+        assert!(ex.pick(0).is_some(), "the other server");
+        assert_eq!(all_sent(&mut ex), sent);
+    }
+}
+
 #[test]
 fn requests_with_a_body_are_left_to_the_blocking_path() {
     let p = proxy(&["127.0.0.1:9"]);
     let raw = b"POST /x HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\n";
     let head = parse_head(raw, &Limits::default()).unwrap().unwrap();
     assert!(p
-        .evented(&head, "10.0.0.1:1".parse().unwrap(), true, 0)
+        .evented(&head, "10.0.0.1:1".parse().unwrap(), true, 0, false)
         .is_none());
     let ex = exchange(&p, GET);
     let req = String::from_utf8(ex.req.clone()).unwrap();

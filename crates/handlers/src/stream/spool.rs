@@ -169,6 +169,15 @@ pub struct SpoolReader {
 }
 
 impl SpoolReader {
+    /// Back to the body's start (to send it again, to another server).
+    pub fn rewind(&mut self) -> std::io::Result<()> {
+        self.mem_given = false;
+        if let Some(f) = &mut self.file {
+            f.seek(SeekFrom::Start(0))?;
+        }
+        Ok(())
+    }
+
     /// The next piece, or None at the end.
     pub fn next_piece(&mut self) -> std::io::Result<Option<&[u8]>> {
         if let Some(f) = &mut self.file {

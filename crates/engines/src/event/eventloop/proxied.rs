@@ -9,10 +9,12 @@
 //! not read (`Exchange::paused`), and reading resumes once the client's socket drains.
 //! Timeouts come from the loop's sweep (`proxy_sweep`).
 
-use super::upstreams::{connect, recv, Running, UpConn, UPSTREAM};
+use super::upstreams::{connect, recv, Job, Peer, Running, UpConn, UPSTREAM};
 use super::EventLoop;
+use crate::session::DynamicRequest;
 use gearshift_core::output::Flushed;
-use gearshift_handlers::proxy::{Fed, LoopExchange, Retry};
+use gearshift_core::respond::Outcome;
+use gearshift_handlers::proxy::{Fed, Retry};
 use gearshift_handlers::Service;
 use gearshift_http::parse::parse_head;
 use rustix::event::epoll::{self, EventData, EventFlags};
@@ -22,24 +24,38 @@ use rustix::net::SendFlags;
 
 /// Upstream reads (of `READ_BUF`) one exchange relays before other connections get a turn,
 /// so a large download to a fast client does not hold the loop: 1 MiB.
-const RELAY_READS: usize = 16;
+pub(super) const RELAY_READS: usize = 16;
 
 impl EventLoop {
     /// A dynamic request was read: run it here if it is a proxied request without a body
-    /// (true), else it goes to the dynamic pool (false). `drained`: the client socket had
-    /// no more input at the last read.
+    /// or a FastCGI request this loop can run (`fcgi.rs`) (true), else it goes to the
+    /// dynamic pool (false). `drained`: the client socket had no more input at the last
+    /// read.
     pub(super) fn start_proxy(&mut self, k: usize, drained: bool, svc: &Service) -> bool {
         let c = &mut self.conns[k];
         let Some(mut req) = c.session.take_dynamic() else {
             return false;
         };
         // Prepared by `Session::process` while the head was parsed (`proxy_in_loop`).
-        let Some(ex) = req.exchange.take() else {
+        let Some(mut ex) = req.exchange.take() else {
+            if req.fastcgi {
+                return self.start_fcgi(k, drained, req, svc);
+            }
             c.session.restore_dynamic(req);
             return false;
         };
         c.read_stalled = !drained;
-        self.exchanges.set(k, ex, req);
+        // A body read whole (request buffering) goes after the head.
+        let body = ex.set_body(req.body.take());
+        self.exchanges.set(k, Job::Proxy(ex), req);
+        if let Err(e) = body {
+            gearshift_core::warn_limited!("request buffering: temporary file: {e}");
+            let ex = self.exchanges.get_mut(k).expect("exchange");
+            ex.error(Some(500), self.w.date.get(), &mut self.batch);
+            ex.broken = true;
+            self.proxy_end(k, true, false, svc);
+            return true;
+        }
         self.proxy_next(k, svc);
         true
     }
@@ -70,7 +86,8 @@ impl EventLoop {
                 let key = entry.key();
                 entry.insert(UpConn {
                     fd,
-                    addr,
+                    addr: Peer::Tcp(addr),
+                    uses: 1,
                     client: Some(k),
                     connecting: !done,
                     hup: false,
@@ -111,6 +128,9 @@ impl EventLoop {
             }
             return;
         };
+        if self.exchanges.fcgi(k).is_some() {
+            return self.fcgi_ready(k, key, flags, svc);
+        }
         u.hup |= flags.intersects(EventFlags::RDHUP | EventFlags::HUP | EventFlags::ERR);
         if u.connecting {
             if !flags.intersects(EventFlags::OUT | EventFlags::ERR | EventFlags::HUP) {
@@ -129,29 +149,49 @@ impl EventLoop {
         if !owned(self) {
             return;
         }
-        let ex = self.exchanges.get(k).expect("exchange");
-        if ex.sent < ex.req.len() {
+        // The answer is read while the request is still going: an upstream may answer
+        // (and stop reading) before it has the whole body.
+        if self.exchanges.get(k).expect("exchange").sending() {
             self.up_send(k, svc);
-        } else if flags.intersects(readable) && !ex.paused {
+        }
+        let reading = self
+            .exchanges
+            .get(k)
+            .is_some_and(|ex| ex.conn == Some(key) && !ex.paused);
+        if reading && flags.intersects(readable) {
             self.up_read(k, svc);
         }
     }
 
-    /// Send (the rest of) the request head upstream.
+    /// Send (the rest of) the request upstream: its head, then a body read whole before.
     fn up_send(&mut self, k: usize, svc: &Service) {
+        let now = self.w.now_ms;
         let ex = self.exchanges.get_mut(k).expect("exchange");
         let Some(u) = ex.conn.and_then(|key| self.ups.conns.get(key)) else {
             return;
         };
-        while ex.sent < ex.req.len() {
-            match rustix::net::send(&u.fd, &ex.req[ex.sent..], SendFlags::NOSIGNAL) {
-                Ok(n) => ex.sent += n,
+        loop {
+            let Some(data) = ex.to_send() else {
+                // The body's temporary file failed: 500, nothing more tried.
+                if let Some(key) = ex.conn.take() {
+                    self.ups.drop_conn(key);
+                }
+                return self.proxy_next(k, svc);
+            };
+            if data.is_empty() {
+                break;
+            }
+            match rustix::net::send(&u.fd, data, SendFlags::NOSIGNAL) {
+                Ok(n) => {
+                    ex.sent(n);
+                    ex.progress(now);
+                }
                 Err(Errno::INTR) => {}
                 Err(Errno::AGAIN) => return, // the next writable edge goes on
                 Err(_) => return self.up_failed(k, false, false, svc),
             }
         }
-        ex.progress(self.w.now_ms);
+        ex.progress(now);
     }
 
     /// Read the upstream's answer and relay it until it ends, the upstream socket is
@@ -185,7 +225,11 @@ impl EventLoop {
                         return; // paused, closed, or drained (edge-triggered contract)
                     }
                 }
-                Fed::Done { reusable } => return self.proxy_end(k, true, reusable, svc),
+                Fed::Done { reusable } => {
+                    // A request not sent whole leaves the connection out of sync.
+                    let reusable = reusable && !ex.sending();
+                    return self.proxy_end(k, true, reusable, svc);
+                }
                 Fed::Early => return self.up_failed(k, false, false, svc),
                 Fed::Bad => {
                     if let Some(key) = ex.conn.take() {
@@ -218,12 +262,13 @@ impl EventLoop {
 
     /// Write the client output the exchange produced. False when reading the upstream
     /// must stop: the client's socket is full (paused) or the client is gone (closed).
-    fn proxy_write(&mut self, k: usize) -> bool {
+    pub(super) fn proxy_write(&mut self, k: usize) -> bool {
         if self.batch.is_empty() {
             return true;
         }
         let c = &mut self.conns[k];
-        let ex = self.exchanges.get_mut(k).expect("exchange");
+        let (paused, io_deadline, buffer) =
+            self.exchanges.job_mut(k).expect("exchange").client_side();
         let res = if !c.output_waiting() {
             crate::wire::send(c.fd.as_fd(), &mut c.tls, &mut self.batch)
         } else {
@@ -238,13 +283,13 @@ impl EventLoop {
                 }
                 // Response buffering: hold it (memory, then a temporary file) and go on
                 // reading the upstream, so a slow client does not hold it.
-                if let Some(h) = &mut ex.buffer {
+                if let Some(h) = buffer {
                     if h.bound(&mut c.pending) {
                         return true;
                     }
                 }
-                ex.paused = true;
-                ex.io_deadline = u64::MAX;
+                *paused = true;
+                *io_deadline = u64::MAX;
                 false
             }
             Err(_) => {
@@ -258,10 +303,18 @@ impl EventLoop {
     /// The client's socket took its pending output: resume reading the upstream.
     pub(super) fn proxy_drained(&mut self, k: usize, svc: &Service) {
         let now = self.w.now_ms;
-        if let Some(ex) = self.exchanges.get_mut(k).filter(|ex| ex.paused) {
-            ex.paused = false;
-            ex.progress(now);
-            self.up_read(k, svc);
+        match self.exchanges.job_mut(k) {
+            Some(Job::Proxy(ex)) if ex.paused => {
+                ex.paused = false;
+                ex.progress(now);
+                self.up_read(k, svc);
+            }
+            Some(Job::Fcgi(ex)) if ex.paused => {
+                ex.paused = false;
+                ex.progress(now);
+                self.fcgi_read(k, svc);
+            }
+            _ => {}
         }
     }
 
@@ -269,11 +322,13 @@ impl EventLoop {
     /// connection, log the request, write the rest, and resume the client connection.
     fn proxy_end(&mut self, k: usize, ok: bool, reusable: bool, svc: &Service) {
         let now = self.w.now_ms;
-        let c = &mut self.conns[k];
         let Running {
-            mut ex,
+            ex: Job::Proxy(mut ex),
             request: req,
-        } = self.exchanges.take(k).expect("exchange");
+        } = self.exchanges.take(k).expect("exchange")
+        else {
+            unreachable!("a proxied exchange")
+        };
         ex.release(ok);
         if let Some(key) = ex.conn.take() {
             // An upstream that already hung up sends no further event: not kept.
@@ -283,6 +338,22 @@ impl EventLoop {
             }
         }
         let keep = ex.keep_alive() && !ex.broken;
+        self.exchange_done(k, &req, ex.outcome(), keep, ex.started_us, svc);
+    }
+
+    /// The end of an exchange of either kind, once its upstream connection is dealt with:
+    /// count and log the request, write the rest, and resume the client connection.
+    pub(super) fn exchange_done(
+        &mut self,
+        k: usize,
+        req: &DynamicRequest,
+        outcome: Outcome,
+        keep: bool,
+        started_us: u64,
+        svc: &Service,
+    ) {
+        let now = self.w.now_ms;
+        let c = &mut self.conns[k];
         c.session.http.response_done(now);
         // The head again only for the access log.
         let parsed = match self.w.log {
@@ -290,14 +361,10 @@ impl EventLoop {
             None => Ok(None),
         };
         match parsed {
-            Ok(head) => c.session.finish_dynamic(
-                head.as_ref(),
-                &req,
-                ex.outcome(),
-                keep,
-                ex.started_us,
-                &mut self.w,
-            ),
+            Ok(head) => {
+                c.session
+                    .finish_dynamic(head.as_ref(), req, outcome, keep, started_us, &mut self.w)
+            }
             Err(()) => c.session.close_after_write = true,
         }
         if c.output_waiting() {
@@ -323,8 +390,10 @@ impl EventLoop {
     pub(super) fn resume_proxied(&mut self, svc: &Service) {
         for k in std::mem::take(&mut self.ups.more) {
             let relaying = self.exchanges.get(k);
-            if relaying.is_some_and(|ex| !ex.paused && ex.sent == ex.req.len()) {
+            if relaying.is_some_and(|ex| !ex.paused && !ex.sending()) {
                 self.up_read(k, svc);
+            } else if self.exchanges.fcgi(k).is_some_and(|ex| !ex.paused) {
+                self.fcgi_read(k, svc);
             }
         }
         while let Some(k) = self.ups.resume.pop() {
@@ -365,11 +434,20 @@ impl EventLoop {
 
     /// A client connection closed during its exchange: its upstream connection is out of
     /// sync and dropped; the server did nothing wrong.
-    pub(super) fn proxy_abandoned(&mut self, mut ex: Box<LoopExchange>) {
-        if let Some(key) = ex.conn.take() {
-            self.ups.drop_conn(key);
+    pub(super) fn proxy_abandoned(&mut self, job: Job) {
+        match job {
+            Job::Proxy(mut ex) => {
+                if let Some(key) = ex.conn.take() {
+                    self.ups.drop_conn(key);
+                }
+                ex.release(true);
+            }
+            Job::Fcgi(mut ex) => {
+                if let Some(key) = ex.conn.take() {
+                    self.ups.drop_conn(key);
+                }
+            }
         }
-        ex.release(true);
     }
 
     /// The sweep's part for the proxy: idle upstream connections past their time or beyond
@@ -385,10 +463,14 @@ impl EventLoop {
             .0
             .iter()
             .enumerate()
-            .filter(|(_, r)| r.as_ref().is_some_and(|r| now >= r.ex.io_deadline))
+            .filter(|(_, r)| r.as_ref().is_some_and(|r| now >= r.ex.io_deadline()))
             .map(|(k, _)| k)
             .collect();
         for k in due {
+            if self.exchanges.fcgi(k).is_some() {
+                self.fcgi_timeout(k, svc);
+                continue;
+            }
             let ex = self.exchanges.get_mut(k).expect("exchange");
             if ex.unanswered() {
                 let connecting = ex

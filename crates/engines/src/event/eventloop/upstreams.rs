@@ -1,16 +1,46 @@
 //! The event loop's own upstream connections and proxied exchanges, for `proxied.rs`: the
 //! connections (registered once in the loop's epoll set under `UPSTREAM | key`, in use by
 //! an exchange or idle in a per-loop pool, nginx's per-worker `keepalive`), non-blocking
-//! connect, and the exchanges by client connection (kept out of `Connection`, which every
-//! idle connection carries). Apart from proxied.rs so each file reads on its own.
+//! connect (TCP, or a Unix socket for FastCGI), and the exchanges by client connection
+//! (kept out of `Connection`, which every idle connection carries): proxied ones and
+//! FastCGI ones (`fcgi.rs`). Apart from proxied.rs so each file reads on its own.
 
 use crate::session::DynamicRequest;
+use gearshift_handlers::fastcgi::{FastCgiBackend, FcgiExchange};
 use gearshift_handlers::proxy::LoopExchange;
+use gearshift_handlers::stream::spool::Held;
 use rustix::fd::{BorrowedFd, OwnedFd};
 use rustix::io::Errno;
-use rustix::net::{AddressFamily, RecvFlags, SocketFlags, SocketType};
+use rustix::net::{AddressFamily, RecvFlags, SocketAddrUnix, SocketFlags, SocketType};
 use slab::Slab;
 use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// Where an upstream connection goes: a proxied server, or a FastCGI backend (which may
+/// listen on a Unix socket).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Peer {
+    Tcp(SocketAddr),
+    Unix(PathBuf),
+}
+
+impl Peer {
+    pub(super) fn of(b: &FastCgiBackend) -> Peer {
+        match b {
+            FastCgiBackend::Tcp(a) => Peer::Tcp(*a),
+            FastCgiBackend::Unix(p) => Peer::Unix(p.clone()),
+        }
+    }
+
+    /// Whether this is the backend `b` (no allocation).
+    pub(super) fn is(&self, b: &FastCgiBackend) -> bool {
+        match (self, b) {
+            (Peer::Tcp(x), FastCgiBackend::Tcp(y)) => x == y,
+            (Peer::Unix(x), FastCgiBackend::Unix(y)) => x == y,
+            _ => false,
+        }
+    }
+}
 
 /// Token bit of upstream connections in the loop's epoll set.
 pub(in crate::event) const UPSTREAM: u64 = 1 << 62;
@@ -35,7 +65,9 @@ pub(in crate::event) struct Upstreams {
 
 pub(super) struct UpConn {
     pub(super) fd: OwnedFd,
-    pub(super) addr: SocketAddr,
+    pub(super) addr: Peer,
+    /// Requests begun on it (FastCGI closes a connection after `KEEPALIVE_REQUESTS`).
+    pub(super) uses: u64,
     /// The client connection whose exchange uses it; None while idle.
     pub(super) client: Option<usize>,
     pub(super) connecting: bool,
@@ -49,7 +81,7 @@ pub(super) struct UpConn {
 
 /// A server's idle connections and how many of them may stay between loop iterations.
 struct Idle {
-    addr: SocketAddr,
+    addr: Peer,
     keys: Vec<usize>,
     max: usize,
 }
@@ -57,12 +89,26 @@ struct Idle {
 impl Upstreams {
     /// A kept connection to `addr`, most recently used first (the rest age out).
     pub(super) fn take(&mut self, addr: SocketAddr, now_ms: u64) -> Option<usize> {
-        let list = &mut self.idle.iter_mut().find(|l| l.addr == addr)?.keys;
+        let list = &mut self
+            .idle
+            .iter_mut()
+            .find(|l| l.addr == Peer::Tcp(addr))?
+            .keys;
+        Self::take_from(&mut self.conns, list, now_ms)
+    }
+
+    /// `take` for a FastCGI backend.
+    pub(super) fn take_backend(&mut self, b: &FastCgiBackend, now_ms: u64) -> Option<usize> {
+        let list = &mut self.idle.iter_mut().find(|l| l.addr.is(b))?.keys;
+        Self::take_from(&mut self.conns, list, now_ms)
+    }
+
+    fn take_from(conns: &mut Slab<UpConn>, list: &mut Vec<usize>, now_ms: u64) -> Option<usize> {
         while let Some(key) = list.pop() {
-            if self.conns[key].idle_until > now_ms {
+            if conns[key].idle_until > now_ms {
                 return Some(key);
             }
-            self.conns.remove(key); // closing also leaves the epoll set
+            conns.remove(key); // closing also leaves the epoll set
         }
         None
     }
@@ -84,7 +130,7 @@ impl Upstreams {
             Some(i) => &mut self.idle[i],
             None => {
                 self.idle.push(Idle {
-                    addr: u.addr,
+                    addr: u.addr.clone(),
                     keys: Vec::new(),
                     max,
                 });
@@ -154,8 +200,32 @@ impl Upstreams {
 pub(in crate::event) struct Exchanges(pub(super) Vec<Option<Running>>);
 
 pub(in crate::event) struct Running {
-    pub(super) ex: Box<LoopExchange>,
+    pub(super) ex: Job,
     pub(super) request: DynamicRequest,
+}
+
+/// An exchange the loop runs: a proxied request, or a FastCGI one.
+pub(in crate::event) enum Job {
+    Proxy(Box<LoopExchange>),
+    Fcgi(Box<FcgiExchange>),
+}
+
+impl Job {
+    /// What every exchange has for the loop's client side: whether reading the upstream
+    /// is paused, the deadline of its current step, and its response buffering.
+    pub(super) fn client_side(&mut self) -> (&mut bool, &mut u64, &mut Option<Held>) {
+        match self {
+            Job::Proxy(ex) => (&mut ex.paused, &mut ex.io_deadline, &mut ex.buffer),
+            Job::Fcgi(ex) => (&mut ex.paused, &mut ex.io_deadline, &mut ex.buffer),
+        }
+    }
+
+    pub(super) fn io_deadline(&self) -> u64 {
+        match self {
+            Job::Proxy(ex) => ex.io_deadline,
+            Job::Fcgi(ex) => ex.io_deadline,
+        }
+    }
 }
 
 impl Exchanges {
@@ -163,15 +233,41 @@ impl Exchanges {
         self.0.get(k).is_some_and(Option::is_some)
     }
 
+    pub(super) fn job_mut(&mut self, k: usize) -> Option<&mut Job> {
+        self.0.get_mut(k)?.as_mut().map(|r| &mut r.ex)
+    }
+
+    /// The proxied exchange of client connection `k`, if it runs one.
     pub(super) fn get(&self, k: usize) -> Option<&LoopExchange> {
-        self.0.get(k)?.as_ref().map(|r| &*r.ex)
+        match &self.0.get(k)?.as_ref()?.ex {
+            Job::Proxy(ex) => Some(ex),
+            Job::Fcgi(_) => None,
+        }
     }
 
     pub(super) fn get_mut(&mut self, k: usize) -> Option<&mut LoopExchange> {
-        self.0.get_mut(k)?.as_mut().map(|r| &mut *r.ex)
+        match &mut self.0.get_mut(k)?.as_mut()?.ex {
+            Job::Proxy(ex) => Some(ex),
+            Job::Fcgi(_) => None,
+        }
     }
 
-    pub(super) fn set(&mut self, k: usize, ex: Box<LoopExchange>, request: DynamicRequest) {
+    /// The FastCGI exchange of client connection `k`, if it runs one.
+    pub(super) fn fcgi(&self, k: usize) -> Option<&FcgiExchange> {
+        match &self.0.get(k)?.as_ref()?.ex {
+            Job::Fcgi(ex) => Some(ex),
+            Job::Proxy(_) => None,
+        }
+    }
+
+    pub(super) fn fcgi_mut(&mut self, k: usize) -> Option<&mut FcgiExchange> {
+        match &mut self.0.get_mut(k)?.as_mut()?.ex {
+            Job::Fcgi(ex) => Some(ex),
+            Job::Proxy(_) => None,
+        }
+    }
+
+    pub(super) fn set(&mut self, k: usize, ex: Job, request: DynamicRequest) {
         if self.0.len() <= k {
             self.0.resize_with(k + 1, || None);
         }
@@ -188,6 +284,22 @@ impl Exchanges {
 /// hook), which perf put at a quarter of a proxied request's read cost.
 pub(super) fn recv(fd: BorrowedFd<'_>, buf: &mut [u8]) -> rustix::io::Result<usize> {
     rustix::net::recv(fd, buf, RecvFlags::empty())
+}
+
+/// A non-blocking connection to `peer`: the socket and whether it is already connected. A
+/// Unix socket whose backlog is full refuses at once (EAGAIN), as for nginx: 502.
+pub(super) fn connect_peer(peer: &Peer) -> rustix::io::Result<(OwnedFd, bool)> {
+    let path = match peer {
+        Peer::Tcp(addr) => return connect(*addr),
+        Peer::Unix(path) => path,
+    };
+    let flags = SocketFlags::NONBLOCK | SocketFlags::CLOEXEC;
+    let fd = rustix::net::socket_with(AddressFamily::UNIX, SocketType::STREAM, flags, None)?;
+    match rustix::net::connect_unix(&fd, &SocketAddrUnix::new(path.as_path())?) {
+        Ok(()) => Ok((fd, true)),
+        Err(Errno::INPROGRESS) | Err(Errno::INTR) => Ok((fd, false)),
+        Err(e) => Err(e),
+    }
 }
 
 /// A non-blocking connection to `addr`: the socket and whether it is already connected.
@@ -214,7 +326,8 @@ mod tests {
         let fd = rustix::net::socket(AddressFamily::INET, SocketType::STREAM, None).unwrap();
         let key = ups.conns.insert(UpConn {
             fd,
-            addr,
+            addr: Peer::Tcp(addr),
+            uses: 0,
             client: Some(0),
             connecting: false,
             hup: false,

@@ -1,0 +1,341 @@
+//! FastCGI requests run by the event loop itself, as proxied ones are (`proxied.rs`),
+//! instead of going to the dynamic pool and back (a thread wake-up and its context
+//! switches per request). The exchange state machine
+//! (`gearshift_handlers::fastcgi::FcgiExchange`) does no I/O: it says what to send
+//! (BEGIN_REQUEST, PARAMS, and the STDIN of a body read whole before) and turns the records
+//! read back into client output; this module does the I/O, non-blocking, on connections to
+//! the backend (TCP or a Unix socket) that are the loop's own (`upstreams.rs`): registered
+//! once in its epoll set and kept in its idle pool between requests (FCGI_KEEP_CONN, as
+//! nginx's `fastcgi_keep_conn on` with `keepalive`), `[fastcgi] keepalive` of them per
+//! loop, each for at most `KEEPALIVE_REQUESTS` requests. Records are sent and read at the
+//! same time (the backend may answer before it has read all of STDIN). Back-pressure,
+//! response buffering for a slow client, the end of the exchange and its counting and
+//! logging are the proxy's (`proxy_write`, `exchange_done`); timeouts come from the loop's
+//! sweep (`fcgi_timeout`). Requests the loop does not run (a body not read whole first, a
+//! multiplexing backend) go to the dynamic pool as before.
+
+use super::proxied::RELAY_READS;
+use super::upstreams::{connect_peer, recv, Job, Peer, Running, UpConn, UPSTREAM};
+use super::EventLoop;
+use crate::session::DynamicRequest;
+use gearshift_handlers::dispatch::{redirected, Peers};
+use gearshift_handlers::fastcgi::FcgiFed;
+use gearshift_handlers::{Route, Service};
+use rustix::event::epoll::{self, EventData, EventFlags};
+use rustix::fd::AsFd;
+use rustix::io::Errno;
+use rustix::net::SendFlags;
+
+impl EventLoop {
+    /// Run the FastCGI request `req` of client connection `k` here if the handler lets
+    /// the loop run it (true); else it is put back for the dynamic pool (false).
+    pub(super) fn start_fcgi(
+        &mut self,
+        k: usize,
+        drained: bool,
+        mut req: DynamicRequest,
+        svc: &Service,
+    ) -> bool {
+        let c = &mut self.conns[k];
+        let ex = match c.session.parse_head(&req.head, svc) {
+            Some(head) if svc.route(&head) == Route::FastCgi => {
+                let keep_alive = c.session.keep_alive_for(&head, &req, svc, &self.w);
+                // The listener's address if it is bound to one, else the socket's.
+                let bound = self.bound.get(usize::from(c.session.listener)).copied();
+                let peers = Peers {
+                    remote: req.client,
+                    local: bound
+                        .flatten()
+                        .unwrap_or_else(|| crate::exchange::local_addr(c.fd.as_fd())),
+                };
+                svc.site(&head).and_then(|site| {
+                    site.fastcgi?.evented(
+                        site.files.root(),
+                        &head,
+                        peers,
+                        &mut req.body,
+                        keep_alive,
+                        svc.buffering(Route::FastCgi),
+                    )
+                })
+            }
+            _ => None,
+        };
+        let Some(ex) = ex else {
+            c.session.restore_dynamic(req);
+            return false;
+        };
+        c.read_stalled = !drained;
+        tracing::debug!(target: "fastcgi", worker = self.id, k, "run by the event loop");
+        self.exchanges.set(k, Job::Fcgi(Box::new(ex)), req);
+        self.fcgi_next(k, svc);
+        true
+    }
+
+    /// Send the request on a kept connection, else a new one; or answer the error.
+    fn fcgi_next(&mut self, k: usize, svc: &Service) {
+        let now = self.w.now_ms;
+        let ex = self.exchanges.fcgi_mut(k).expect("exchange");
+        let reuse = ex.may_reuse();
+        let Some(backend) = ex.pick() else {
+            ex.error(None, self.w.date.get(), &mut self.batch);
+            return self.fcgi_end(k, false, svc);
+        };
+        let kept = match reuse {
+            true => self.ups.take_backend(backend, now),
+            false => None,
+        };
+        tracing::debug!(target: "fastcgi", worker = self.id, k, ?kept, "backend connection");
+        if let Some(key) = kept {
+            let u = &mut self.ups.conns[key];
+            u.client = Some(k);
+            u.uses += 1;
+            ex.conn = Some(key);
+            ex.reused = true;
+            ex.progress(now);
+            return self.fcgi_send(k, svc);
+        }
+        let peer = Peer::of(backend);
+        let made = connect_peer(&peer).and_then(|(fd, done)| {
+            let entry = self.ups.conns.vacant_entry();
+            let token = UPSTREAM | entry.key() as u64;
+            let flags = EventFlags::IN | EventFlags::OUT | EventFlags::RDHUP | EventFlags::ET;
+            epoll::add(&self.epoll, fd.as_fd(), EventData::new_u64(token), flags)?;
+            let key = entry.key();
+            entry.insert(UpConn {
+                fd,
+                addr: peer,
+                uses: 1,
+                client: Some(k),
+                connecting: !done,
+                hup: false,
+                idle_until: 0,
+                idle_since: 0,
+            });
+            Ok((key, done))
+        });
+        match made {
+            Ok((key, done)) => {
+                ex.conn = Some(key);
+                if done {
+                    ex.progress(now);
+                    return self.fcgi_send(k, svc);
+                }
+                ex.io_deadline = now + ex.connect_timeout_ms().max(1);
+            }
+            Err(_) => {
+                ex.failed(false, true);
+                self.fcgi_next(k, svc);
+            }
+        }
+    }
+
+    /// Readiness of backend connection `key`, in use by client connection `k`.
+    pub(super) fn fcgi_ready(&mut self, k: usize, key: usize, flags: EventFlags, svc: &Service) {
+        let u = &mut self.ups.conns[key];
+        u.hup |= flags.intersects(EventFlags::RDHUP | EventFlags::HUP | EventFlags::ERR);
+        let Some(ex) = self.exchanges.fcgi_mut(k).filter(|ex| ex.conn == Some(key)) else {
+            return;
+        };
+        if u.connecting {
+            if !flags.intersects(EventFlags::OUT | EventFlags::ERR | EventFlags::HUP) {
+                return;
+            }
+            if !matches!(rustix::net::sockopt::get_socket_error(&u.fd), Ok(Ok(()))) {
+                return self.fcgi_failed(k, false, true, svc);
+            }
+            u.connecting = false;
+            ex.progress(self.w.now_ms);
+        }
+        if ex.sending() {
+            self.fcgi_send(k, svc);
+        }
+        let readable = EventFlags::IN | EventFlags::RDHUP | EventFlags::HUP | EventFlags::ERR;
+        let owned = self
+            .exchanges
+            .fcgi(k)
+            .is_some_and(|ex| ex.conn == Some(key) && !ex.paused);
+        if owned && flags.intersects(readable) {
+            self.fcgi_read(k, svc);
+        }
+    }
+
+    /// Send what the exchange has to send until the socket is full or all went out.
+    fn fcgi_send(&mut self, k: usize, svc: &Service) {
+        let now = self.w.now_ms;
+        let ex = self.exchanges.fcgi_mut(k).expect("exchange");
+        let Some(u) = ex.conn.and_then(|key| self.ups.conns.get(key)) else {
+            return;
+        };
+        loop {
+            let data = match ex.to_send() {
+                Some(d) => d,
+                None => {
+                    // The spooled body could not be read: 500 (or a cut answer).
+                    if let Some(key) = ex.conn.take() {
+                        self.ups.drop_conn(key);
+                    }
+                    if ex.unanswered() {
+                        return self.fcgi_next(k, svc);
+                    }
+                    ex.broken = true;
+                    return self.fcgi_end(k, false, svc);
+                }
+            };
+            if data.is_empty() {
+                break;
+            }
+            match rustix::net::send(&u.fd, data, SendFlags::NOSIGNAL) {
+                Ok(n) => {
+                    ex.sent(n);
+                    ex.progress(now);
+                }
+                Err(Errno::INTR) => {}
+                Err(Errno::AGAIN) => return, // the next writable edge goes on
+                Err(_) => return self.fcgi_failed(k, false, false, svc),
+            }
+        }
+        ex.progress(now);
+    }
+
+    /// Read the backend's records and relay the answer until it ends, the socket is
+    /// drained, or the client's socket is full.
+    pub(super) fn fcgi_read(&mut self, k: usize, svc: &Service) {
+        for turn in 0.. {
+            if turn == RELAY_READS {
+                return self.ups.more.push(k);
+            }
+            let ex = self.exchanges.fcgi_mut(k).expect("exchange");
+            let Some(u) = ex.conn.and_then(|key| self.ups.conns.get(key)) else {
+                return;
+            };
+            let r = recv(u.fd.as_fd(), &mut self.buf);
+            let drained = !u.hup && matches!(r, Ok(n) if n < self.buf.len());
+            let date = self.w.date.get();
+            let fed = match r {
+                Ok(0) => ex.eof(),
+                Ok(n) => {
+                    ex.progress(self.w.now_ms);
+                    ex.feed(&self.buf[..n], date, &mut self.batch)
+                }
+                Err(Errno::INTR) => continue,
+                Err(Errno::AGAIN) => return,
+                Err(_) => ex.eof(),
+            };
+            match fed {
+                FcgiFed::More => {
+                    if !self.proxy_write(k) || drained {
+                        return; // paused, closed, or drained (edge-triggered contract)
+                    }
+                }
+                FcgiFed::Done { reusable } => return self.fcgi_end(k, reusable, svc),
+                FcgiFed::Early => return self.fcgi_failed(k, false, false, svc),
+                FcgiFed::Bad => {
+                    if let Some(key) = ex.conn.take() {
+                        self.ups.drop_conn(key);
+                    }
+                    ex.give_up(502);
+                    return self.fcgi_next(k, svc);
+                }
+                FcgiFed::Cut => {
+                    ex.broken = true;
+                    return self.fcgi_end(k, false, svc);
+                }
+                FcgiFed::Redirect(location) => return self.fcgi_redirect(k, &location, svc),
+            }
+        }
+    }
+
+    /// The attempt failed before any answer byte: drop the connection, try what is next.
+    fn fcgi_failed(&mut self, k: usize, timeout: bool, connect: bool, svc: &Service) {
+        let Some(ex) = self.exchanges.fcgi_mut(k) else {
+            return;
+        };
+        if let Some(key) = ex.conn.take() {
+            self.ups.drop_conn(key);
+        }
+        ex.failed(timeout, connect);
+        self.fcgi_next(k, svc);
+    }
+
+    /// A local redirect (RFC 3875 6.2.2): the connection is given up (its END_REQUEST is
+    /// not awaited) and the request answered as a GET of `location`, in place when that
+    /// is a static file. A redirect to another dynamic handler is not run by the loop: 500.
+    fn fcgi_redirect(&mut self, k: usize, location: &[u8], svc: &Service) {
+        let Some(Running {
+            ex: Job::Fcgi(ex),
+            request,
+        }) = self.exchanges.0[k].as_mut()
+        else {
+            return;
+        };
+        if let Some(key) = ex.conn.take() {
+            self.ups.drop_conn(key);
+        }
+        let session = &self.conns[k].session;
+        let (date, now_ms) = (self.w.date.get(), self.w.now_ms);
+        match session.parse_head(&request.head, svc) {
+            Some(head) => {
+                let target = redirected(&head, location);
+                if svc.route(&target) == Route::Static {
+                    ex.answer_with(date, now_ms, &mut self.batch, |b, ctx| {
+                        svc.handle(&target, ctx, b)
+                    });
+                } else {
+                    gearshift_core::warn_limited!(
+                        "fastcgi: a local redirect to a dynamic handler is not run by the event loop: 500"
+                    );
+                    ex.error(Some(500), date, &mut self.batch);
+                }
+            }
+            None => ex.error(Some(500), date, &mut self.batch),
+        }
+        self.fcgi_end(k, false, svc);
+    }
+
+    /// The exchange is over: keep the backend connection if it is in sync (`reusable`)
+    /// and may serve more, else close it; then finish as any exchange.
+    fn fcgi_end(&mut self, k: usize, reusable: bool, svc: &Service) {
+        let now = self.w.now_ms;
+        let Some(Running {
+            ex: Job::Fcgi(mut ex),
+            request: req,
+        }) = self.exchanges.take(k)
+        else {
+            return;
+        };
+        tracing::debug!(target: "fastcgi", worker = self.id, k, reusable, "exchange done");
+        if let Some(key) = ex.conn.take() {
+            let (max, timeout_ms, max_uses) = ex.keepalive();
+            let u = &self.ups.conns[key];
+            // A backend that already hung up sends no further event: not kept.
+            match reusable && !u.hup && u.uses < max_uses {
+                true => self.ups.put(key, (max, timeout_ms), now),
+                false => self.ups.drop_conn(key),
+            }
+        }
+        let keep = ex.keep_alive() && !ex.broken;
+        let (outcome, started_us) = (ex.outcome(), ex.started_us);
+        drop(ex); // its place among `max_connections` is free again
+        self.exchange_done(k, &req, outcome, keep, started_us, svc);
+    }
+
+    /// The sweep found exchange `k` past its step's deadline: 504 before an answer
+    /// (connect, send or read timeout), else the answer is cut and the client closed.
+    pub(super) fn fcgi_timeout(&mut self, k: usize, svc: &Service) {
+        let Some(ex) = self.exchanges.fcgi_mut(k) else {
+            return;
+        };
+        if ex.unanswered() {
+            let connecting = ex
+                .conn
+                .and_then(|key| self.ups.conns.get(key))
+                .is_some_and(|u| u.connecting);
+            self.fcgi_failed(k, true, connecting, svc);
+        } else {
+            tracing::warn!(target: "fastcgi", "backend stalled in the body");
+            ex.broken = true;
+            self.fcgi_end(k, false, svc);
+        }
+    }
+}
