@@ -71,11 +71,9 @@ impl Fpm {
         Fpm::start_with(bin, unix, "ondemand", 12)
     }
 
-    /// `start` with php-fpm's `pm` and `pm.max_children` given: php-fpm ties a worker to
-    /// every connection, kept-alive ones too, so a server of several processes, each
-    /// keeping idle connections, needs more than one of a single process; `static` has
-    /// them all running from the start (ondemand forks one per new connection, and a
-    /// connection that arrives while every worker is tied to another may wait seconds).
+    /// `start` with php-fpm's `pm` and `pm.max_children` given (a small `static` pool has
+    /// all its workers running from the start: tests/fastcgi_capacity.rs). php-fpm ties a
+    /// worker to every connection, kept-alive ones too.
     #[allow(dead_code)]
     pub fn start_with(bin: &str, unix: bool, pm: &str, max_children: usize) -> Fpm {
         let dir = TempDir::new("fpm");
