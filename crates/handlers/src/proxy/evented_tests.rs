@@ -1,3 +1,6 @@
+//! Unit tests of the evented proxy exchange (evented.rs): requests built, bodies framed and
+//! resent, answers relayed, failures mapped to statuses, all without a socket.
+
 use super::*;
 use crate::proxy::config::{ProxyConfig, RouteConfig, ServerEntry, UpstreamConfig};
 use gearshift_http::parse::parse_head;

@@ -1,3 +1,6 @@
+//! Unit tests of the live sampler (mod.rs, measure.rs): Little's law for the accept queue,
+//! workers and stages read from each engine's statistics, knob maps, the summed listeners.
+
 use super::measure::{interval_utilisation, little_wait, stages, workers};
 use super::*;
 use serde_json::json;
