@@ -1,6 +1,6 @@
 //! One event loop of the event engine: its epoll set, its connections, and the I/O that
 //! drives them (edge-triggered reads and writes, back-pressure, lingering close; the timer
-//! sweep is in sweep.rs). A loop told to retire stops accepting and hands every connection,
+//! sweep is in sweep.rs, accepting in accept.rs). A loop told to retire stops accepting and hands every connection,
 //! whole, to a surviving loop, so shrinking the engine closes nothing. Proxied and FastCGI
 //! requests are run by the loop itself (`proxied.rs`, `fcgi.rs`); a connection with
 //! another dynamic request goes, whole, to the dynamic pool (`hand_to_dynamic`), which runs
@@ -8,7 +8,7 @@
 
 use super::{Mailbox, Registry};
 use crate::blocking_pool::BlockingPool;
-use crate::listeners::{Listeners, Taken};
+use crate::listeners::Listeners;
 use crate::session::{Session, Stop, ThreadCtx};
 use crate::shared::Shared;
 use crate::wire;
@@ -25,6 +25,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use upstreams::{recv, Exchanges, Upstreams, UPSTREAM};
 
+mod accept;
 mod fcgi;
 mod handoff;
 mod proxied;
@@ -239,78 +240,6 @@ impl EventLoop {
         self.leave();
         self.registry.remove(self.id);
         tracing::debug!(worker = self.id, "event loop stopped");
-    }
-
-    /// Accept from listener `i`.
-    fn accept(&mut self, i: usize, svc: &Service) {
-        if !self.accepting {
-            return;
-        }
-        for _ in 0..64 {
-            if self.limits.open.load(Ordering::Relaxed) >= self.limits.cap {
-                // At the connection cap: the rest waits in the backlog (`sweep` makes room).
-                return self.listen(false);
-            }
-            let now = self.w.now_ms;
-            let new = match self
-                .listeners
-                .accept(i, &self.limits.acceptor, &self.shared, now)
-            {
-                Taken::Conn(new) => new,
-                Taken::Empty => return,
-                Taken::Dropped => continue,
-                // Out of descriptors: stop listening until the pause is over (a
-                // level-triggered listener would wake this loop in a spin).
-                Taken::Paused => return self.listen(false),
-            };
-            let (fd, peer, tls) = (new.fd, new.peer, new.tls);
-            let _ = rustix::net::sockopt::set_tcp_nodelay(&fd, true);
-            let entry = self.conns.vacant_entry();
-            let token = entry.key() as u64;
-            if epoll::add(
-                &self.epoll,
-                fd.as_fd(),
-                EventData::new_u64(token),
-                EventFlags::IN | EventFlags::OUT | EventFlags::RDHUP | EventFlags::ET,
-            )
-            .is_err()
-            {
-                continue;
-            }
-            self.shared.counters.connection();
-            self.limits.open.fetch_add(1, Ordering::Relaxed);
-            self.born.push(token as usize);
-            let mut session = Session::new(svc, peer, self.w.now_ms);
-            session.listener = new.listener;
-            session.proxy_in_loop = true;
-            if tls.is_none() {
-                session.redirect_https = self.shared.redirect_https;
-            }
-            entry.insert(Connection {
-                fd,
-                tls,
-                session,
-                pending: Batch::default(),
-                read_stalled: false,
-                lingering: false,
-                deadline_ms: 0,
-            });
-        }
-    }
-
-    /// Put the listeners in this loop's epoll set or take them out.
-    fn listen(&mut self, on: bool) {
-        if on == self.listening {
-            return;
-        }
-        let flags = EventFlags::IN | EventFlags::EXCLUSIVE;
-        if self
-            .listeners
-            .watch(&self.epoll, LISTENERS, flags, on)
-            .is_ok()
-        {
-            self.listening = on;
-        }
     }
 
     fn ready(&mut self, k: usize, flags: EventFlags, svc: &Service) {
