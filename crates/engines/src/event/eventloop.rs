@@ -1,7 +1,8 @@
 //! One event loop of the event engine: its epoll set, its connections, and the I/O that
 //! drives them (edge-triggered reads and writes, back-pressure, lingering close; the timer
-//! sweep is in sweep.rs, accepting in accept.rs). A loop told to retire stops accepting and hands every connection,
-//! whole, to a surviving loop, so shrinking the engine closes nothing. Proxied and FastCGI
+//! sweep is in sweep.rs, accepting in accept.rs). A loop told to retire stops accepting
+//! and hands every connection, whole, to a surviving loop, so shrinking the engine closes
+//! nothing. Proxied and FastCGI
 //! requests are run by the loop itself (`proxied.rs`, `fcgi.rs`); a connection with
 //! another dynamic request goes, whole, to the dynamic pool (`hand_to_dynamic`), which runs
 //! the blocking exchange and hands it back to its loop's mailbox (`run_dynamic`).
