@@ -41,6 +41,9 @@ const TICK_MS: i32 = 100;
 /// How long a closing connection is drained after shutdown(SHUT_WR) so the client reads
 /// the final answer instead of a reset. nginx lingering_timeout 5s; we wait 2 s.
 const LINGER_MS: u64 = 2000;
+/// How long an exchange goes on after its client's FIN (`Connection::fin_at_ms`): the
+/// blocking relay's period of checking the client (handlers' proxy relay, 1 s).
+const CLIENT_FIN_MS: u64 = 1000;
 /// Read size when appending to input kept in a connection's own buffer.
 const KEPT_READ: usize = 16 * 1024;
 
@@ -56,6 +59,11 @@ pub(super) struct Connection {
     lingering: bool,
     /// Deadline of the current write (last progress + send timeout) or of lingering.
     deadline_ms: u64,
+    /// When the client's FIN (RDHUP) came while a proxied or FastCGI exchange ran (0:
+    /// none). A client may half-close after its last request and still read (RFC 9112
+    /// 9.6), so the exchange goes on; one still running `CLIENT_FIN_MS` later is given up
+    /// as a client gone, as the blocking relay checks its client every second.
+    fin_at_ms: u64,
 }
 
 pub(super) struct EventLoop {

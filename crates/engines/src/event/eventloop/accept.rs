@@ -65,6 +65,7 @@ impl EventLoop {
                 read_stalled: false,
                 lingering: false,
                 deadline_ms: 0,
+                fin_at_ms: 0,
             });
         }
     }

@@ -423,6 +423,9 @@ impl EventLoop {
         }
         let c = &mut self.conns[k];
         c.read_stalled |= flags.intersects(EventFlags::IN | EventFlags::RDHUP);
+        if flags.contains(EventFlags::RDHUP) && c.fin_at_ms == 0 {
+            c.fin_at_ms = self.w.now_ms.max(1);
+        }
         if flags.contains(EventFlags::OUT)
             && c.output_waiting()
             && self.flush_pending(k)

@@ -26,6 +26,7 @@ impl EventLoop {
         let at_cap = self.limits.open.load(Ordering::Relaxed) >= self.limits.cap;
         let pressure = at_cap && self.listeners.backlog_waiting();
         let mut expired = Vec::new();
+        let mut gone = Vec::new();
         let mut closest: Vec<(u64, usize)> = Vec::new();
         for (k, c) in self.conns.iter() {
             let waiting = c.output_waiting();
@@ -37,7 +38,12 @@ impl EventLoop {
             let deadline = if c.lingering || waiting {
                 c.deadline_ms
             } else if self.exchanges.running(k) {
-                u64::MAX // the exchange has its own deadlines
+                // The exchange has its own deadlines; a client that sent its FIN is given
+                // up a moment later (`Connection::fin_at_ms`): closed, nothing answered.
+                if c.fin_at_ms != 0 && now >= c.fin_at_ms + super::CLIENT_FIN_MS {
+                    gone.push(k);
+                }
+                u64::MAX
             } else if pressure {
                 c.session.http.pressure_deadline()
             } else {
@@ -60,6 +66,9 @@ impl EventLoop {
                 evicted.extend(closest[..n].iter().map(|&(_, k)| k));
                 expired.extend_from_slice(&evicted);
             }
+        }
+        for k in gone {
+            self.close(k);
         }
         for k in expired {
             let c = &mut self.conns[k];
