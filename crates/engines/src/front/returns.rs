@@ -120,13 +120,19 @@ impl Returns {
         let _ = poll(&mut fds, ms);
     }
 
-    /// Reset the eventfd (the stage, before it takes what was handed back). Read whether
-    /// or not `signalled` says so: a write may land just after the flag was cleared.
+    /// Reset the eventfd (the stage, before it takes what was handed back): read it first,
+    /// then clear `signalled`. The other order lost wake-ups: a worker's write landing
+    /// between the clear and the read was consumed by the read while it left `signalled`
+    /// set, so no later hand-back wrote again and the stage, sleeping on its epoll set,
+    /// collected nothing until some other event woke it (the threads engine's clients
+    /// waited out their 5 s timeouts while `max_threads` moved). A worker that finds the
+    /// flag still set before it is cleared wrote nothing, but pushed its item first, and
+    /// the caller takes the items after this.
     pub(super) fn take_signal(&self) {
         self.pending.store(0, Ordering::SeqCst);
-        self.signalled.store(false, Ordering::SeqCst);
         let mut sink = [0u8; 8];
         let _ = rustix::io::read(&self.waker, &mut sink);
+        self.signalled.store(false, Ordering::SeqCst);
     }
 }
 

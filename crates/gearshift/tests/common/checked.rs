@@ -52,16 +52,25 @@ pub fn checked_load_on(
                     let mut c = Conn::open(addr);
                     t.conns += 1;
                     for _ in 0..per_conn(i) {
-                        let good = c
+                        let answer = c
                             .try_send(request.as_bytes())
                             .map_err(|e| e.to_string())
-                            .and_then(|_| c.try_response(false))
-                            .is_ok_and(|r| {
-                                r.status == 200 && want.as_ref().is_none_or(|w| r.body == *w)
-                            });
+                            .and_then(|_| c.try_response(false));
+                        let good = answer.as_ref().is_ok_and(|r| {
+                            r.status == 200 && want.as_ref().is_none_or(|w| r.body == *w)
+                        });
                         if good {
                             t.ok += 1;
                         } else {
+                            // The first few failures say what they were (a test's
+                            // assertion only counts them).
+                            if t.bad < 3 {
+                                let what = match &answer {
+                                    Ok(r) => format!("status {}", r.status),
+                                    Err(e) => e.clone(),
+                                };
+                                eprintln!("checked_load: client {i} failed: {what}");
+                            }
                             t.bad += 1;
                         }
                     }
