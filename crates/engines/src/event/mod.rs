@@ -203,8 +203,9 @@ mod tests {
     fn idle_connection_is_small() {
         // Idle connections hold no buffers; this is all they cost in user space (plus the slab
         // slot). nginx measured 0.55 KiB per idle connection (issue 3). The slow-client
-        // clocks (connection start, head and body bytes: issue 17) took it past 384.
+        // clocks (connection start, head and body bytes: issue 17) took it past 384, and
+        // the time of a client's FIN during an exchange (`fin_at_ms`) to 472.
         let size = std::mem::size_of::<Option<Connection>>();
-        assert!(size <= 464, "{size}");
+        assert!(size <= 472, "{size}");
     }
 }
