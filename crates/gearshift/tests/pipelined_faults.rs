@@ -240,19 +240,9 @@ fn a_client_that_half_closes_after_pipelining_gets_every_answer() {
 }
 
 fn ctl_set(admin: u16, knob: &str, value: u64) {
-    let cmd = command(
-        &[
-            "ctl".into(),
-            "--admin".into(),
-            format!("127.0.0.1:{admin}"),
-            "set".into(),
-            format!("{knob}={value}"),
-        ],
-        &[],
-        None,
-    );
-    let (status, out, err) = run_to_exit(cmd);
-    assert!(status.success(), "ctl set {knob}={value}: {out} {err}");
+    let set = format!("{knob}={value}");
+    let (ok, out, err) = run_ctl(&format!("127.0.0.1:{admin}"), &["set", &set]);
+    assert!(ok, "ctl set {set}: {out} {err}");
 }
 
 /// Clients pipelining three CGI requests at a time while `knob` moves between `values`

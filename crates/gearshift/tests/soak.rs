@@ -198,19 +198,8 @@ fn pick_knob(admin: u16) -> Option<(String, [u64; 2])> {
 }
 
 fn ctl_set(admin: u16, knob: &str, value: u64) -> bool {
-    let cmd = command(
-        &[
-            "ctl".into(),
-            "--admin".into(),
-            format!("127.0.0.1:{admin}"),
-            "set".into(),
-            format!("{knob}={value}"),
-        ],
-        &[],
-        None,
-    );
-    let (status, _, _) = run_to_exit(cmd);
-    status.success()
+    let set = format!("{knob}={value}");
+    run_ctl(&format!("127.0.0.1:{admin}"), &["set", &set]).0
 }
 
 #[test]
