@@ -8,31 +8,70 @@ use crate::shared::Shared;
 use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-thread_local! {
-    /// The request line being answered on this thread, for the panic's log line.
-    static CURRENT: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+/// Bytes of the method and of the target kept for the log line.
+const METHOD_MAX: usize = 16;
+const TARGET_MAX: usize = 200;
+
+/// A request line, truncated, in place (a fixed array: noting one per request is two
+/// copies, no allocator or capacity checks — about 40 instructions less than a Vec).
+struct Line {
+    method: [u8; METHOD_MAX],
+    method_len: u8,
+    target: [u8; TARGET_MAX],
+    target_len: u8,
 }
 
-/// Note the request (method and target) this thread is about to answer (cheap: the buffer
-/// is reused; at most 200 bytes kept).
+thread_local! {
+    /// The request line being answered on this thread, for the panic's log line.
+    static CURRENT: RefCell<Line> = const {
+        RefCell::new(Line {
+            method: [0; METHOD_MAX],
+            method_len: 0,
+            target: [0; TARGET_MAX],
+            target_len: 0,
+        })
+    };
+}
+
+/// Note the request (method and target) this thread is about to answer (cheap: the line
+/// is copied into a fixed thread-local array; at most 16 + 200 bytes kept).
 pub fn note_request(method: &[u8], target: &[u8]) {
+    let m = &method[..method.len().min(METHOD_MAX)];
+    let t = &target[..target.len().min(TARGET_MAX)];
     CURRENT.with(|c| {
         let mut c = c.borrow_mut();
-        c.clear();
-        c.extend_from_slice(method);
-        c.push(b' ');
-        c.extend_from_slice(&target[..target.len().min(200)]);
+        c.method[..m.len()].copy_from_slice(m);
+        c.method_len = m.len() as u8;
+        c.target[..t.len()].copy_from_slice(t);
+        c.target_len = t.len() as u8;
     });
 }
 
-/// The request line noted last on this thread.
+/// Nothing is being answered yet (between requests: a panic is then logged with "-").
+fn forget_request() {
+    CURRENT.with(|c| {
+        let mut c = c.borrow_mut();
+        c.method_len = 0;
+        c.target_len = 0;
+    });
+}
+
+/// The request line noted last on this thread ("-" if none).
 pub fn current_request() -> String {
-    CURRENT.with(|c| String::from_utf8_lossy(&c.borrow()).into_owned())
+    CURRENT.with(|c| {
+        let c = c.borrow();
+        if c.method_len == 0 {
+            return "-".to_string();
+        }
+        let m = String::from_utf8_lossy(&c.method[..c.method_len as usize]);
+        let t = String::from_utf8_lossy(&c.target[..c.target_len as usize]);
+        format!("{m} {t}")
+    })
 }
 
 /// Run `f`; a panic is counted and logged and gives `None`.
 pub fn catch<T>(shared: &Shared, f: impl FnOnce() -> T) -> Option<T> {
-    note_request(b"-", b"");
+    forget_request();
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(v) => Some(v),
         Err(payload) => {
@@ -83,5 +122,17 @@ mod tests {
         assert!(got.is_none());
         assert_eq!(shared.counters.guard().snapshot().panics, before + 1);
         assert_eq!(catch(&shared, || 7), Some(7));
+    }
+
+    #[test]
+    fn the_noted_line_is_truncated_and_forgotten_between_requests() {
+        let long = vec![b'a'; 300];
+        note_request(b"AVERYLONGMETHODNAME", &long);
+        let got = current_request();
+        assert_eq!(got, format!("AVERYLONGMETHODN {}", "a".repeat(200)));
+        note_request(b"GET", b"/x");
+        assert_eq!(current_request(), "GET /x");
+        forget_request();
+        assert_eq!(current_request(), "-");
     }
 }
