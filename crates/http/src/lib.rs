@@ -11,6 +11,7 @@ pub mod conditional;
 pub mod conn;
 pub mod date;
 pub mod encoding;
+mod header_list;
 pub mod limits;
 pub mod parse;
 pub mod proxied;

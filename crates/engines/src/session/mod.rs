@@ -246,11 +246,15 @@ impl Session {
                     }
                     self.deferred = Some(input[pos - n..pos].into());
                 }
-                Event::Head(head) => self.answer(&head, self.current(), svc, w, out),
+                Event::Head(head) => {
+                    self.answer(&head, self.current(), svc, w, out);
+                    head.recycle();
+                }
                 Event::BodyEnd => {
                     let bytes = self.deferred.take().unwrap_or_default();
                     if let Some(head) = self.parse_head(&bytes, svc) {
                         self.answer(&head, self.current(), svc, w, out);
+                        head.recycle();
                     } else {
                         // Unreachable unless a reload tightened the limits in between.
                         self.fail(400, w, out);
