@@ -7,6 +7,7 @@ pub mod cache;
 pub mod compress;
 pub mod config;
 pub mod entry;
+mod fields;
 pub mod fs;
 pub mod listing;
 pub mod mime;
@@ -18,6 +19,7 @@ pub use crate::files::cache::{new_cache, Common};
 use compress::{CompressionConfig, Stats};
 use config::{CacheConfig, StaticConfig};
 use entry::{Entry, HeaderOptions};
+use fields::Fields;
 use fs::{Kind, Meta, OpenError, Root};
 use gearshift_core::output::{Batch, Piece};
 use gearshift_core::respond::{self, Ctx, Outcome};
@@ -108,14 +110,14 @@ impl StaticFiles {
             Err(PathError::BadRequest(_)) => return respond::error(out, ctx, 400, &[]),
             Err(PathError::NotFound) => return respond::error(out, ctx, 404, &[]),
         };
+        let f = Fields::of(req);
         let accept = if self.cfg.precompressed || self.compress.enabled {
-            req.header("accept-encoding")
+            f.accept_encoding
         } else {
             None
         };
         // Ranges are of the identity body: a Range request is never compressed on the fly.
-        // (Looked up only when compressing: the common request pays nothing for it.)
-        let may_encode = self.compress.enabled && req.header("range").is_none();
+        let may_encode = self.compress.enabled && f.range.is_none();
         let entry = match self.find(&mapped, accept, may_encode, ctx.now_ms) {
             Found::Entry(e) => e,
             Found::Error(status) => return respond::error(out, ctx, status, &[]),
@@ -142,10 +144,10 @@ impl StaticFiles {
             last_modified: entry.meta.mtime_secs(),
         };
         let pre = Preconditions {
-            if_match: req.header("if-match"),
-            if_none_match: req.header("if-none-match"),
-            if_modified_since: req.header("if-modified-since"),
-            if_unmodified_since: req.header("if-unmodified-since"),
+            if_match: f.if_match,
+            if_none_match: f.if_none_match,
+            if_modified_since: f.if_modified_since,
+            if_unmodified_since: f.if_unmodified_since,
         };
         match conditional::evaluate(true, &pre, &v) {
             conditional::Outcome::Proceed => {}
@@ -160,9 +162,9 @@ impl StaticFiles {
             conditional::Outcome::PreconditionFailed => return respond::error(out, ctx, 412, &[]),
         }
         let size = entry.len;
-        if let Some(value) = req.header("range") {
-            let honour = req
-                .header("if-range")
+        if let Some(value) = f.range {
+            let honour = f
+                .if_range
                 .is_none_or(|ir| conditional::if_range_matches(ir, &v));
             if honour {
                 match range::parse_range(value, size, self.cfg.max_ranges) {
