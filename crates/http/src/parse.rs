@@ -190,7 +190,6 @@ pub fn parse_head<'b>(
         return partial(buf, limits);
     };
     let rest = &buf[start..];
-    check_request_line(rest, limits.max_request_line)?;
 
     // More than max_head / 3 fields ("a:" LF each) cannot fit max_head anyway: 431 either way.
     let cap = limits.max_headers.min(limits.max_head / 3 + 1);
@@ -204,7 +203,21 @@ pub fn parse_head<'b>(
         &mut heap[..]
     };
     let mut req = httparse::Request::new(&mut []);
-    match req.parse_with_uninit_headers(rest, scratch) {
+    let parsed = req.parse_with_uninit_headers(rest, scratch);
+    // 414 before anything else when the request line is too long (complete or not). A
+    // complete head's line is method SP target SP HTTP/1.x (httparse allows no other
+    // spacing), so its length is known without scanning for the LF again.
+    let line_ok = match parsed {
+        Ok(httparse::Status::Complete(_)) => {
+            let line = req.method.map_or(0, str::len) + req.path.map_or(0, str::len) + 10;
+            line <= limits.max_request_line
+        }
+        _ => check_request_line(rest, limits.max_request_line).is_ok(),
+    };
+    if !line_ok {
+        return Err(ParseError::UriTooLong);
+    }
+    match parsed {
         Ok(httparse::Status::Complete(n)) => {
             let head_len = start + n;
             if head_len > limits.max_head {

@@ -346,6 +346,14 @@ fn request_line_limit() {
     let big = format!("GET /{} HTTP/1.1\r\nHost: a\r\n\r\n", "a".repeat(9000));
     assert_eq!(status(big.as_bytes()), 414);
     assert_eq!(status(&big.as_bytes()[..8200]), 414);
+    // The line's 414 comes first, also when a field after it is invalid.
+    let bad_field = format!("{}\r\nHo st: a\r\n\r\n", line(33));
+    assert_eq!(perr(bad_field.as_bytes(), &l), Some(ParseError::UriTooLong));
+    let bad_field_at = format!("{}\r\nHo st: a\r\n\r\n", line(32));
+    assert!(matches!(
+        perr(bad_field_at.as_bytes(), &l),
+        Some(ParseError::BadRequest(_))
+    ));
 }
 
 #[test]
