@@ -7,6 +7,7 @@ Subcommands:
   cpu PID                       print CPU microseconds (utime+stime) of PID and descendants
   cpu-all PID                   like cpu, plus the reaped children (cutime+cstime): CGI scripts
   rss PID                       print VmRSS KiB summed over PID and descendants
+  user ROOT_PID                 utime alone of the tree, us (bench/static's user-time column)
   static-report DIR             tables from DIR/runs.tsv and DIR/wrk-*.txt (bench/static)
   strace-report FILE REQUESTS   syscalls per request from an `strace -c` summary
 """
@@ -61,6 +62,19 @@ def cpu_us(root):
         except OSError:
             continue
         ticks += int(f[11]) + int(f[12])
+    return ticks * 1_000_000 // CLK_TCK
+
+
+def user_us(root):
+    """utime (field 14) alone of root and descendants, in microseconds: the part of
+    cpu_us spent in the server's own code (the rest is the kernel's: system calls, TCP)."""
+    ticks = 0
+    for p in tree(root):
+        try:
+            f = _stat_fields(p)
+        except OSError:
+            continue
+        ticks += int(f[11])
     return ticks * 1_000_000 // CLK_TCK
 
 
@@ -156,13 +170,18 @@ def static_report(d):
         for line in f:
             if not line.strip() or line.startswith("#"):
                 continue
-            server, size, rnd, cpu0, cpu1, rc = line.split()
+            fields = line.split()
+            server, size, rnd, cpu0, cpu1, rc = fields[:6]
+            # Older runs.tsv files have no user-time columns.
+            user0, user1 = (fields[6], fields[7]) if len(fields) >= 8 else (None, None)
             with open(os.path.join(d, f"wrk-{server}-{size}-{rnd}.txt")) as wf:
                 w = parse_wrk(wf.read())
             w.update(server=server, size=size, round=int(rnd), rc=int(rc),
                      cpu_us=int(cpu1) - int(cpu0))
             reqs = w["requests"]
             w["cpu_per_req"] = w["cpu_us"] / reqs if reqs else None
+            w["user_per_req"] = ((int(user1) - int(user0)) / reqs
+                                 if reqs and user0 is not None else None)
             w["mib_s"] = w["bytes"] / w["seconds"] / 2**20 if w["bytes"] and w["seconds"] else None
             # Share of one CPU the server used over the run: ~100 means the server was the
             # bottleneck; well below means the client (or other load on the machine) was.
@@ -186,7 +205,8 @@ def static_report(d):
     for size in sorted({w["size"] for w in runs}, key=lambda s: SIZE_ORDER.get(s, (9,))[0]):
         label = SIZE_ORDER.get(size, (9, size))[1]
         print(f"== {label} file (/{size}.bin), median of rounds ==")
-        hdr = f"{'server':<12} {'rounds':>6} {'req/s':>10} {'p99 ms':>8} {'cpu us/req':>10}"
+        hdr = (f"{'server':<12} {'rounds':>6} {'req/s':>10} {'p99 ms':>8} {'cpu us/req':>10}"
+               f" {'user us/req':>11}")
         if size == "1m":
             hdr += f" {'MiB/s':>9}"
         hdr += f" {'errors':>6}"
@@ -202,7 +222,7 @@ def static_report(d):
                 vals = [w[key] for w in ws if w[key] is not None]
                 return statistics.median(vals) if vals else None
 
-            m = {k: mdn(k) for k in ("rps", "p99_ms", "cpu_per_req", "mib_s")}
+            m = {k: mdn(k) for k in ("rps", "p99_ms", "cpu_per_req", "user_per_req", "mib_s")}
             errs = sum(w["errors"] + w["non2xx"] + (1 if w["rc"] else 0) for w in ws)
             if errs:
                 problems.append(f"{server} {label}: {errs} socket errors / non-2xx / wrk failures")
@@ -210,7 +230,7 @@ def static_report(d):
                 problems.append(f"{server} {label}: a wrk run produced no result")
             med[server] = m
             line = (f"{server:<12} {len(ws):>6} {_fmt(m['rps'], '.0f'):>10} {_fmt(m['p99_ms'], '.3f'):>8} "
-                    f"{_fmt(m['cpu_per_req'], '.2f'):>10}")
+                    f"{_fmt(m['cpu_per_req'], '.2f'):>10} {_fmt(m['user_per_req'], '.2f'):>11}")
             if size == "1m":
                 line += f" {_fmt(m['mib_s'], '.1f'):>9}"
             line += f" {errs:>6}"
@@ -234,6 +254,8 @@ def static_report(d):
                 print(f"{g:<12} req/s {_fmt(rr, '.2f')}x {fast}'s, cpu/req {_fmt(cr, '.2f')}x {lean}'s")
         print()
     print("req/s ratio > 1: gearshift serves more; cpu ratio < 1: gearshift spends less CPU per request.")
+    print("user us/req: the part of cpu us/req in the server's own code; the rest is the kernel's")
+    print("(system calls, the TCP stack), which every server pays alike for one recv and one send.")
     with open(os.path.join(d, "summary.json"), "w") as f:
         json.dump({"runs": runs, "summary": summary}, f, indent=1)
     if problems:
@@ -318,6 +340,8 @@ def main(argv):
         print("\n".join(map(str, tree(args[0]))))
     elif cmd == "cpu":
         print(cpu_us(args[0]))
+    elif cmd == "user":
+        print(user_us(args[0]))
     elif cmd == "cpu-all":
         print(cpu_all_us(args[0]))
     elif cmd == "rss":
