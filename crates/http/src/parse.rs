@@ -480,7 +480,13 @@ fn same_authority(a: &[u8], b: &[u8], default_port: u32) -> bool {
 }
 
 fn split_query(t: &[u8]) -> (&[u8], Option<&[u8]>) {
-    match memchr::memchr(b'?', t) {
+    // memchr's vector set-up costs more than a plain scan of a short target (most are).
+    let q = if t.len() < 64 {
+        t.iter().position(|&b| b == b'?')
+    } else {
+        memchr::memchr(b'?', t)
+    };
+    match q {
         Some(q) => (&t[..q], Some(&t[q + 1..])),
         None => (t, None),
     }

@@ -519,3 +519,14 @@ fn idempotent_methods_are_rfc_9110s() {
         assert!(!Method::from_bytes(m.as_bytes()).is_idempotent(), "{m}");
     }
 }
+
+#[test]
+fn the_query_is_split_off_short_and_long_targets_alike() {
+    for n in [0, 1, 62, 63, 64, 65, 300] {
+        let path = format!("/{}", "p".repeat(n));
+        assert_eq!(split_query(path.as_bytes()), (path.as_bytes(), None), "{n}");
+        let t = format!("{path}?a=1?b");
+        let (p, q) = split_query(t.as_bytes());
+        assert_eq!((p, q), (path.as_bytes(), Some(&b"a=1?b"[..])), "{n}");
+    }
+}
