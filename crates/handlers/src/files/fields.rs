@@ -8,17 +8,17 @@ use gearshift_http::RequestHead;
 /// first is what `RequestHead::header` would give).
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(super) struct Fields<'b> {
-    pub accept_encoding: Option<&'b [u8]>,
-    pub range: Option<&'b [u8]>,
-    pub if_range: Option<&'b [u8]>,
-    pub if_match: Option<&'b [u8]>,
-    pub if_none_match: Option<&'b [u8]>,
-    pub if_modified_since: Option<&'b [u8]>,
-    pub if_unmodified_since: Option<&'b [u8]>,
+    pub(super) accept_encoding: Option<&'b [u8]>,
+    pub(super) range: Option<&'b [u8]>,
+    pub(super) if_range: Option<&'b [u8]>,
+    pub(super) if_match: Option<&'b [u8]>,
+    pub(super) if_none_match: Option<&'b [u8]>,
+    pub(super) if_modified_since: Option<&'b [u8]>,
+    pub(super) if_unmodified_since: Option<&'b [u8]>,
 }
 
 impl<'b> Fields<'b> {
-    pub fn of(req: &RequestHead<'b>) -> Fields<'b> {
+    pub(super) fn of(req: &RequestHead<'b>) -> Fields<'b> {
         let mut f = Fields::default();
         for h in req.headers.iter() {
             let n = h.name;
