@@ -11,6 +11,7 @@ pub mod cluster_figures;
 pub mod common;
 pub mod p000;
 pub mod p000_claims;
+pub mod p000_figures;
 pub mod p001;
 pub mod p001_claims;
 pub mod p001_control;
