@@ -19,6 +19,7 @@ pub mod p001_figures;
 pub mod p002;
 pub mod p002_claims;
 pub mod p002_figures;
+pub mod p002_tables;
 pub mod p003;
 pub mod p003_claims;
 pub mod p003_figures;
