@@ -14,6 +14,7 @@ pub mod p000_claims;
 pub mod p000_figures;
 pub mod p001;
 pub mod p001_claims;
+pub mod p001_conclude;
 pub mod p001_control;
 pub mod p001_figures;
 pub mod p002;
