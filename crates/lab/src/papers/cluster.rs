@@ -4,7 +4,7 @@
 //! namespaces behind HAProxy or gearshift's own balancer), loads it, kills a node, rolls a
 //! restart, and tears every cluster down; then the lab reads the bench's scaling.csv,
 //! events.csv and bench.json (`cluster_bench.rs`), makes runs.csv and series.csv rows of
-//! them, and judges claims C1-C6 (`cluster_claims.rs`) with its figures
+//! them, and judges claims C1-C6 (`cluster_claims.rs`, `cluster_conclude.rs`) with its figures
 //! (`cluster_figures.rs`). Without root or namespaces every claim is "not tested", with the
 //! reason, and the lab run still succeeds.
 
@@ -16,7 +16,7 @@ use crate::sys::procs::{self, Proc, Spawn};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-pub use super::cluster_claims::conclude;
+pub use super::cluster_conclude::conclude;
 
 pub const TITLE: &str =
     "Scale-out: N gearshift nodes behind HAProxy or gearshift's own balancer (issue 16)";

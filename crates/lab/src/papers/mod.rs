@@ -7,6 +7,7 @@
 pub mod cluster;
 pub mod cluster_bench;
 pub mod cluster_claims;
+pub mod cluster_conclude;
 pub mod cluster_figures;
 pub mod common;
 pub mod p000;
