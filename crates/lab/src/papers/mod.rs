@@ -9,6 +9,7 @@ pub mod cluster_bench;
 pub mod cluster_claims;
 pub mod cluster_conclude;
 pub mod cluster_figures;
+pub mod cluster_rows;
 pub mod common;
 pub mod p000;
 pub mod p000_claims;
