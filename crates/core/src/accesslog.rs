@@ -403,3 +403,7 @@ impl Drop for Buffer {
 #[cfg(test)]
 #[path = "accesslog_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "accesslog_sink_tests.rs"]
+mod sink_tests;

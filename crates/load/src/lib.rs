@@ -109,6 +109,7 @@ pub mod rng;
 pub mod run;
 pub mod sched;
 pub mod stats;
+pub mod target;
 pub mod tls;
 pub mod wagon;
 mod worker;

@@ -16,11 +16,12 @@
 //! On the HTTPS listener it runs the TLS handshake too (unless `plain_only`: prefork).
 //! The stage runs no thread of its own: an engine calls `turn` from its acceptor thread
 //! (threads, pool), its master's loop (fork, prefork) or its listener thread (worker).
+//! Where waiting connections leave without a request (deadlines, eviction at the cap,
+//! draining) is `sweep.rs`.
 
 use crate::limits::Acceptor;
 use crate::listeners::{Listener, Listeners, Taken};
 use crate::shared::Shared;
-use gearshift_core::metrics::Slow;
 use gearshift_handlers::Service;
 use rustix::event::epoll::{self, EventData, EventFlags, EventVec};
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -33,10 +34,10 @@ use std::sync::atomic::Ordering;
 mod pull;
 mod returns;
 mod rules;
+mod sweep;
 
 use pull::{pull, Pulled};
 pub use returns::{spawn_stage, Returns, Stage, LINGER_MS, NAP_MS, PROCESS_LINGER_MS};
-use rules::{counted, deadline};
 pub use rules::{ready, BODY_BUFFER};
 
 /// The listeners' tokens count down from here (`Listeners::token`).
@@ -45,13 +46,8 @@ const LISTENERS: u64 = u64::MAX;
 const EXTRA: u64 = 1 << 62;
 /// Most input kept for one connection (a head, a small body, pipelined requests).
 const MAX_INPUT: usize = 128 * 1024;
-/// The answer to a head that came too slowly (written without waiting, then closed).
-const TIMEOUT_408: &[u8] =
-    b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
 /// How often deadlines are checked (at every turn while at the connection cap).
 const SWEEP_MS: u64 = 100;
-/// Most connections closed in one sweep to make room at the cap.
-const MAX_EVICT: usize = 64;
 
 /// A connection between the stage and a worker: its socket, the input read and not yet
 /// used, and how far it got.
@@ -177,23 +173,6 @@ impl Front {
     /// Let the stage accept, or not (it stops at its next turn).
     pub fn set_accepting(&mut self, on: bool) {
         self.may_accept = on;
-    }
-
-    /// Close waiting connections that are idle between requests (no byte of the next one)
-    /// and have been for `grace_ms`: a leaving worker child lets them go.
-    pub fn close_idle(&mut self, now: u64, grace_ms: u64) {
-        let idle: Vec<usize> = self
-            .pending
-            .iter()
-            .filter(|(_, p)| p.h.input.is_empty() && now >= p.h.since_ms + grace_ms)
-            .map(|(k, _)| k)
-            .collect();
-        for k in idle {
-            if let Some(p) = self.pending.try_remove(k) {
-                let _ = epoll::delete(&self.epoll, &p.h.fd);
-                let _ = rustix::net::shutdown(&p.h.fd, rustix::net::Shutdown::Write);
-            }
-        }
     }
 
     /// Connections held: waiting, ready, and with workers.
@@ -421,81 +400,6 @@ impl Front {
     fn close(&mut self, k: usize) {
         if let Some(p) = self.pending.try_remove(k) {
             let _ = epoll::delete(&self.epoll, &p.h.fd);
-        }
-    }
-
-    /// Close connections past their deadlines; under pressure with fewer.
-    fn sweep(&mut self, listeners: &Listeners, shared: &Shared, svc: &Service, now: u64) {
-        let at_cap = self.held() >= self.cap;
-        let queueing = at_cap && listeners.backlog_waiting();
-        let pressure = !self.ready.is_empty() || queueing;
-        let mut t = svc.timeouts;
-        if let Some(k) = self.keepalive_ms {
-            t.keepalive_ms = t.keepalive_ms.min(k);
-        }
-        let t = &t;
-        let mut due: Vec<(usize, Slow)> = Vec::new();
-        let mut closest: Vec<(u64, usize)> = Vec::new();
-        for (k, p) in self.pending.iter() {
-            if crate::wire::handshake_expired(&p.h.tls, now) {
-                due.push((k, Slow::Handshake));
-                continue;
-            }
-            let (deadline, why) = deadline(p, t, pressure);
-            if now >= deadline {
-                due.push((k, why));
-            } else if queueing && p.head_done_ms.is_none() {
-                closest.push((deadline, k));
-            }
-        }
-        // At the cap with connections queueing: as many as queue (up to `MAX_EVICT`), those
-        // closest to their deadlines, make room, so a client that sends its request at once
-        // is not left in the backlog behind connections that send nothing.
-        if queueing && due.len() < MAX_EVICT {
-            let queued = listeners.accept_queue().unwrap_or(1).clamp(1, MAX_EVICT);
-            let room = queued.saturating_sub(due.len());
-            if room > 0 && !closest.is_empty() {
-                let n = room.min(closest.len());
-                closest.select_nth_unstable(n - 1);
-                due.extend(closest[..n].iter().map(|&(_, k)| (k, Slow::Pressure)));
-            }
-        }
-        for (k, why) in due {
-            let Some(mut p) = self.pending.try_remove(k) else {
-                continue;
-            };
-            let _ = epoll::delete(&self.epoll, &p.h.fd);
-            if why == Slow::Handshake {
-                shared.counters.guard().slow(why);
-                continue;
-            }
-            if let Some(why) = counted(why, &p, pressure) {
-                shared.counters.guard().slow(why);
-            }
-            if !p.h.input.is_empty() && p.head_done_ms.is_none() {
-                // A head too slow: 408, best effort (the socket is non-blocking).
-                let mut b = gearshift_core::output::Batch::default();
-                b.push_bytes(TIMEOUT_408);
-                let _ = crate::wire::send(p.h.fd.as_fd(), &mut p.h.tls, &mut b);
-            }
-        }
-    }
-
-    /// Shutting down: close the waiting connections that sent nothing of a request yet
-    /// (all of them with `all`, past the drain deadline); those in the middle of one are
-    /// read to its end and answered, as nginx finishes a head it began reading.
-    pub fn drain_waiting(&mut self, all: bool) {
-        let idle: Vec<usize> = self
-            .pending
-            .iter()
-            .filter(|(_, p)| all || p.h.input.is_empty())
-            .map(|(k, _)| k)
-            .collect();
-        for k in idle {
-            self.close(k);
-        }
-        if all {
-            self.ready.clear();
         }
     }
 

@@ -1,6 +1,7 @@
 //! Unit tests of the head-reading stage: readiness and deadlines.
 use super::rules::{counted, deadline};
 use super::*;
+use gearshift_core::metrics::Slow;
 use gearshift_http::Timeouts;
 
 fn pending(requests: u64, since: u64, head: Option<u64>, input: &[u8]) -> Pending {

@@ -4,9 +4,9 @@
 //! namespaces behind HAProxy or gearshift's own balancer), loads it, kills a node, rolls a
 //! restart, and tears every cluster down; then the lab reads the bench's scaling.csv,
 //! events.csv and bench.json (`cluster_bench.rs`), makes runs.csv and series.csv rows of
-//! them, and judges claims C1-C6 (`cluster_claims.rs`) with its figures
-//! (`cluster_figures.rs`). Without root or namespaces every claim is "not tested", with the
-//! reason, and the lab run still succeeds.
+//! them (`cluster_rows.rs`), and judges claims C1-C6 (rules in `cluster_claims.rs`, applied
+//! in `cluster_conclude.rs`) with its figures (`cluster_figures.rs`). Without root or
+//! namespaces every claim is "not tested", with the reason, and the lab run still succeeds.
 
 use super::{Lab, Res, Stop};
 use crate::defaults::cluster as d;
@@ -16,7 +16,7 @@ use crate::sys::procs::{self, Proc, Spawn};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-pub use super::cluster_claims::conclude;
+pub use super::cluster_conclude::conclude;
 
 pub const TITLE: &str =
     "Scale-out: N gearshift nodes behind HAProxy or gearshift's own balancer (issue 16)";
@@ -239,7 +239,7 @@ fn read_results(rep: &mut PaperReport, raw: &Path) -> Res<()> {
             ));
         }
     }
-    let (runs, series) = b::rows(&bench, rep.mode(), "raw/bench.json");
+    let (runs, series) = super::cluster_rows::rows(&bench, rep.mode(), "raw/bench.json");
     rep.runs.extend(runs);
     rep.series.extend(series);
     Ok(())

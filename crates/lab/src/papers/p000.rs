@@ -5,7 +5,7 @@
 //! readings of "threads": (a) ThreadsPerChild from a cold start, (b) MaxRequestWorkers with
 //! every thread started. gs-worker on Apache's knobs beside apache2 mpm_worker (and
 //! mpm_event for reading (b) at 11 KB), gs-event as the no-thread-limit reference. Claims
-//! A1-A5 are in `p000_claims.rs`.
+//! A1-A5 are in `p000_claims.rs`, the figures in `p000_figures.rs`.
 
 use super::common::{self, try_start};
 use super::{check, Client, Lab, Pin, Res};

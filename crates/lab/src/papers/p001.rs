@@ -5,7 +5,7 @@
 //! graceful restarts. Two loads (spec): L1 "demand-matched static" and L2 "saturating
 //! dynamic". Sweeps step MaxClients down inside one WAGON run, 10 s a step, the first 3 s
 //! of each dropped. Controller runs are in `p001_control.rs`, claims B1-B8 in
-//! `p001_claims.rs`.
+//! `p001_claims.rs` (applied to a run in `p001_conclude.rs`).
 
 use super::common::{self, try_start};
 use super::{check, Client, Lab, Pin, Res, Stop};
@@ -18,7 +18,7 @@ use crate::sys::procs;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-pub use super::p001_claims::conclude;
+pub use super::p001_conclude::conclude;
 
 pub const TITLE: &str =
     "Online response time optimization of Apache web server (Liu, Sha, Diao, Hellerstein et al.)";

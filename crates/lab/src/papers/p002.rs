@@ -5,7 +5,7 @@
 //! Zeus, with gs-event as a reference; the pacing rate is scaled by k so that demand at
 //! C = 1000 is 1.5x nginx's unpaced capacity. Table 4 compares gs-staged's static allocation
 //! with the `keta` controller, its c1, c2 fitted offline with `gearshift ctl fit`. Claims
-//! C1-C7 are in `p002_claims.rs`.
+//! C1-C7 are in `p002_claims.rs`, the paper's tables as data in `p002_tables.rs`.
 
 use super::common::{self, try_start};
 use super::{check, Client, Lab, Pin, Res, Stop};

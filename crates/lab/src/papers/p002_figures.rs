@@ -4,7 +4,7 @@
 //! and Table 4 as mean +- 95% CI.
 
 use super::p002::{APACHE, APACHE150, GS_EVENT, KETA, LIGHTTPD, NGINX, STAGED};
-use super::p002_claims::{cells, PAPER, PAPER_FLOOR_MS, TABLE4_WITH, TABLE4_WITHOUT};
+use super::p002_tables::{cells, PAPER, PAPER_FLOOR_MS, TABLE4_WITH, TABLE4_WITHOUT};
 use super::Lab;
 use crate::analysis::stats::{mean, sd, t975};
 use crate::report::svg::{Axis, Chart, Pt, Series, Style};

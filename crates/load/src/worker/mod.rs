@@ -7,6 +7,7 @@
 //! `conn.rs` (`conn_tls.rs` over TLS); this file is the event loop.
 
 mod conn;
+mod conn_end;
 mod conn_tls;
 pub(crate) mod modes;
 
