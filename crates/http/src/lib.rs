@@ -6,6 +6,7 @@
 //! (milliseconds of a monotonic clock, or Unix seconds for HTTP dates) and get bytes and
 //! decisions out, in the style of quinn-proto and hyper's proto/h1.
 
+mod authority;
 pub mod body;
 pub mod conditional;
 pub mod conn;

@@ -433,55 +433,6 @@ fn body_limit_applies_to_content_length() {
     );
 }
 
-#[test]
-fn valid_authority_cases() {
-    for a in [
-        "a",
-        "a.b-c_d~e",
-        "a:0",
-        "a:65535",
-        "[::1]",
-        "[2001:db8::1]:8080",
-        "[::ffff:192.0.2.1]",
-        "[v1.x]:9",
-        "[vF.a:b!]",
-        "a:00080",
-        "a:",
-        "!$&'()*+,;=",
-        "%41",
-    ] {
-        assert!(valid_authority(a.as_bytes(), false), "{a}");
-    }
-    for a in [
-        "",
-        "a b",
-        "a:-1",
-        "[::1",
-        "a@b",
-        "a:99999",
-        "[::1]:x",
-        "a%4g",
-        "\u{e9}",
-        "[::1::2]",
-        "[1.2.3.4]",
-        "[fe80::1%eth0]",
-        "[v1.]",
-        "[v.x]",
-        "[vg.x]",
-        "[v1x]",
-        "[::g]",
-        "[12345::]",
-        "a:65536",
-        "[::1]:65536",
-        "[::1]]",
-    ] {
-        assert!(!valid_authority(a.as_bytes(), false), "{a}");
-    }
-    assert!(valid_authority(b"a:1", true));
-    assert!(!valid_authority(b"a", true));
-    assert!(!valid_authority(b"a:", true));
-}
-
 proptest! {
     #[test]
     fn never_panics_on_arbitrary_bytes(input in proptest::collection::vec(any::<u8>(), 0..600)) {
