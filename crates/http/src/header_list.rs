@@ -5,8 +5,14 @@
 //! so no borrow of the input outlives the head); the next parse on that thread takes it.
 //! No I/O and no clock: the parser stays sans-IO, only its scratch memory is kept.
 
-use crate::parse::Header;
 use std::cell::Cell;
+
+/// One header field, borrowed from the input buffer. `name` as sent (case preserved).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header<'b> {
+    pub name: &'b [u8],
+    pub value: &'b [u8],
+}
 
 /// Larger lists are freed rather than kept (a rare head with hundreds of fields should not
 /// pin its list on the thread for good).

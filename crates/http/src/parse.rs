@@ -21,6 +21,7 @@ use std::mem::MaybeUninit;
 pub use crate::authority::valid_authority;
 use crate::authority::{byte_map, same_authority};
 use crate::body::{Framing, FramingFields};
+pub use crate::header_list::Header;
 use crate::limits::Limits;
 
 /// Request method. `Other` keeps the raw token in `RequestHead::method_raw`.
@@ -74,13 +75,6 @@ impl Method {
 pub enum Version {
     Http10,
     Http11,
-}
-
-/// One header field, borrowed from the input buffer. `name` as sent (case preserved).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Header<'b> {
-    pub name: &'b [u8],
-    pub value: &'b [u8],
 }
 
 /// A parsed, validated request head borrowing the input buffer.
