@@ -423,3 +423,47 @@ fn multiplex_off_keeps_one_request_per_connection() {
         "concurrent requests, several connections: {st:?}"
     );
 }
+
+/// Whether the backend multiplexes is never asked from an event loop: a backend that
+/// ignores FCGI_GET_VALUES would otherwise hold every connection of the loop for the
+/// probe's wait (`PROBE_TIMEOUT`, 500 ms). While the first request's probe is still
+/// unanswered, a static file is answered; the request itself is then served (one per
+/// connection, the answer never having said otherwise).
+#[test]
+fn a_backend_ignoring_get_values_does_not_hold_up_other_clients() {
+    let py = PyMux::start_on(fastcgi_peers::free_port(), 10, 50, Mpxs::Silent);
+    // One loop on the loop engines: the static request meets the probe's loop, not
+    // another one. (On the others `--workers` sizes what serves, and 1 would serve one
+    // request at a time.)
+    let loops = matches!(
+        std::env::var("GEARSHIFT_TEST_ENGINE").as_deref(),
+        Err(_) | Ok("" | "event" | "uring")
+    );
+    let (cfg, path) = config_file(&format!(
+        "listen = \"127.0.0.1:0\"\n[fastcgi]\nbackend = \"{}\"\nextensions = [\".x\"]\n",
+        py.addr
+    ));
+    let one: &[&str] = if loops { &["--workers", "1"] } else { &[] };
+    let mut s = serve(py_docroot(), &[&["--config", path.as_str()], one].concat());
+    s.keep.push(cfg);
+    let addr = s.addr;
+    let first = thread::spawn(move || {
+        let mut c = Conn::open(addr);
+        c.send(&req("GET", "/id.x?n=first", &[]));
+        let r = c.response();
+        (r.status, r.text())
+    });
+    poll(Duration::from_secs(20), || {
+        (py.stat("probing") == 1).then_some(())
+    })
+    .unwrap_or_else(|| panic!("the server asks FCGI_GET_VALUES: {:?}", py.stats()));
+    let r = s.get("/index.html");
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        py.stat("probing"),
+        1,
+        "the static file waited for the probe: {:?}",
+        py.stats()
+    );
+    assert_eq!(first.join().unwrap(), (200, echoed("first", b"")));
+}
