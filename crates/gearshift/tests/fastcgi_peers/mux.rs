@@ -31,9 +31,6 @@ pub struct PyMux {
 pub enum Mpxs {
     Yes,
     No,
-    /// No answer to FCGI_GET_VALUES at all (the connection stays open, counted in the
-    /// `probing` stat until the server closes it).
-    Silent,
 }
 
 impl PyMux {
@@ -52,11 +49,7 @@ impl PyMux {
             .arg(&stats)
             .arg(max_conns.to_string())
             .arg(max_reqs.to_string())
-            .arg(match mpxs {
-                Mpxs::Yes => "1",
-                Mpxs::No => "0",
-                Mpxs::Silent => "silent",
-            })
+            .arg(if mpxs == Mpxs::Yes { "1" } else { "0" })
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -77,7 +70,7 @@ impl PyMux {
         }
     }
 
-    /// The counts so far: conns, maxconc, aborts, requests, dupids, probes, probing.
+    /// The counts so far: conns, maxconc, aborts, requests, dupids.
     pub fn stats(&self) -> HashMap<String, u64> {
         let text = std::fs::read_to_string(self.dir.join("stats")).unwrap_or_default();
         text.split_whitespace()

@@ -1,8 +1,6 @@
 # A multiplexing FastCGI backend (stdlib only), for crates/gearshift/tests/dynamic_fastcgi_mux.rs
 # and bench/fastcgi-mux. Usage: mux_backend.py PORT STATS_FILE MAX_CONNS MAX_REQS MPXS(0|1)
-# Answers FCGI_GET_VALUES with FCGI_MPXS_CONNS=MPXS (MPXS=silent: no answer at all, as
-# an application that ignores management records; "probing" counts such connections still
-# open) and the given FCGI_MAX_CONNS and
+# Answers FCGI_GET_VALUES with FCGI_MPXS_CONNS=MPXS and the given FCGI_MAX_CONNS and
 # FCGI_MAX_REQS, keeps connections open, serves the requests of one connection concurrently
 # (a thread each; STDOUT records of different requests interleave, content padded to 8
 # bytes) and rewrites STATS_FILE ("conns=.. maxconc=.. aborts=.. requests=.. dupids=..
@@ -15,7 +13,7 @@ port, stats_path, max_conns, max_reqs, mpxs = int(sys.argv[1]), sys.argv[2], sys
 srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 srv.bind(("127.0.0.1", port)); srv.listen(64)
 lock = threading.Lock()
-stats = {"conns": 0, "maxconc": 0, "aborts": 0, "requests": 0, "dupids": 0, "probes": 0, "probing": 0}
+stats = {"conns": 0, "maxconc": 0, "aborts": 0, "requests": 0, "dupids": 0, "probes": 0}
 def save():
     tmp = stats_path + ".tmp"
     with open(tmp, "w") as f: f.write(" ".join("%s=%d" % kv for kv in stats.items()))
@@ -45,7 +43,7 @@ BLOCK = bytes(range(256)) * 128
 class Req:
     def __init__(self): self.params = b""; self.n = 0; self.crc = 0; self.aborted = threading.Event()
 class Conn:
-    def __init__(self, c): self.c = c; self.w = threading.Lock(); self.reqs = {}; self.counted = False; self.silent = False
+    def __init__(self, c): self.c = c; self.w = threading.Lock(); self.reqs = {}; self.counted = False
     def send(self, data):
         with self.w: self.c.sendall(data)
     def out(self, rid, data):
@@ -88,11 +86,6 @@ class Conn:
                 body = read_exact(self.c, n + p)[:n]
                 if t == 9:
                     with lock: stats["probes"] += 1; save()
-                    if mpxs == "silent":
-                        if not self.silent:
-                            self.silent = True
-                            with lock: stats["probing"] += 1; save()
-                        continue
                     ans = pair(b"FCGI_MPXS_CONNS", mpxs.encode()) + pair(b"FCGI_MAX_CONNS", max_conns.encode()) + pair(b"FCGI_MAX_REQS", max_reqs.encode())
                     self.send(rec(10, 0, ans)); continue
                 with lock:
@@ -116,8 +109,6 @@ class Conn:
         except (EOFError, OSError):
             pass
         for r in list(self.reqs.values()): r.aborted.set()
-        if self.silent:
-            with lock: stats["probing"] -= 1; save()
         self.c.close()
 while True:
     c, _ = srv.accept()

@@ -202,12 +202,21 @@ impl FastCgi {
     }
 
     /// Whether this backend is served one request per connection (the loop's way): not
-    /// when it multiplexes and `multiplex = "auto"`. The loop never asks (FCGI_GET_VALUES
-    /// blocks up to `PROBE_TIMEOUT` on a backend that ignores management records, and
-    /// every connection of the loop would wait): until the answer is known, requests take
-    /// the blocking path, whose first request asks.
+    /// when it multiplexes and `multiplex = "auto"`. Asking it (FCGI_GET_VALUES, once per
+    /// process) blocks: only for a backend on this host, which answers at once; a remote
+    /// one is asked by the blocking path's first request.
     fn loop_may_serve(&self) -> bool {
-        !self.multiplex || self.pool.known_values().is_some_and(|v| !v.mpxs)
+        if !self.multiplex {
+            return true;
+        }
+        if let Some(v) = self.pool.known_values() {
+            return !v.mpxs;
+        }
+        let local = match &self.pool.backend {
+            Backend::Unix(_) => true,
+            Backend::Tcp(a) => a.ip().is_loopback(),
+        };
+        local && !self.pool.values().mpxs
     }
 }
 
