@@ -27,6 +27,7 @@ use std::sync::Arc;
 use upstreams::{recv, Exchanges, Upstreams, UPSTREAM};
 
 mod accept;
+mod bodyin;
 mod fcgi;
 mod handoff;
 mod proxied;

@@ -42,7 +42,8 @@ pub struct Session {
     /// The last queued response asks for the connection to close once written.
     pub close_after_write: bool,
     /// Head bytes of a request whose body is still arriving (boxed: rare, and every idle
-    /// connection carries the field).
+    /// connection carries the field). Empty: the body of a request already answered, read
+    /// and dropped (`discard_body`; no field of its own, so idle connections stay small).
     deferred: Option<Box<[u8]>>,
     /// A dynamic request reported with `Stop::Dynamic`, waiting for its exchange (boxed:
     /// every idle connection carries this field).
@@ -237,6 +238,9 @@ impl Session {
                     }
                 }
                 Event::BodyEnd if self.dynamic.is_some() => return (pos, Stop::Dynamic),
+                Event::BodyEnd if self.discarding() => self.deferred = None,
+                // A body being dropped breaks off: nothing more is answered.
+                Event::Error(_) if self.discarding() => return (pos, Stop::Close),
                 Event::Head(head) if head.framing != Framing::None => {
                     // Answer once the body has arrived intact: a request whose body turns
                     // out malformed gets only its 400. The head is kept as bytes (the input
@@ -264,6 +268,19 @@ impl Session {
                 }
             }
         }
+    }
+
+    /// The exchange of the current request ended before its body did (an upstream
+    /// answered early): the rest of the body is read and dropped, as `exchange::run`
+    /// does, so the connection stays in sync for the next request.
+    pub fn discard_body(&mut self) {
+        if self.http.phase() == gearshift_http::Phase::Body {
+            self.deferred = Some(Box::default());
+        }
+    }
+
+    fn discarding(&self) -> bool {
+        self.deferred.as_deref().is_some_and(<[u8]>::is_empty)
     }
 
     /// The request `http` returned last: when its head began and its number.

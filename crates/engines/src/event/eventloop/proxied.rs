@@ -7,7 +7,8 @@
 //! upstream closing an idle connection shows up as an event, and the connection is dropped
 //! then. Back-pressure goes both ways: while the client has output waiting, the upstream is
 //! not read (`Exchange::paused`), and reading resumes once the client's socket drains.
-//! Timeouts come from the loop's sweep (`proxy_sweep`).
+//! Timeouts come from the loop's sweep (`proxy_sweep`). A body that streams as it arrives
+//! (`request_buffering = false`) goes upstream from here too (`bodyin.rs`).
 
 use super::upstreams::{connect, recv, Job, Peer, Running, UpConn, UPSTREAM};
 use super::EventLoop;
@@ -27,9 +28,9 @@ use rustix::net::SendFlags;
 pub(super) const RELAY_READS: usize = 16;
 
 impl EventLoop {
-    /// A dynamic request was read: run it here if it is a proxied request without a body
-    /// or a FastCGI request this loop can run (`fcgi.rs`) (true), else it goes to the
-    /// dynamic pool (false). `drained`: the client socket had no more input at the last
+    /// A dynamic request was read: run it here if it is a proxied request (its body, if
+    /// any, read whole or streamed: `bodyin.rs`) or a FastCGI request this loop can run
+    /// (`fcgi.rs`) (true), else it goes to the dynamic pool (false). `drained`: the client socket had no more input at the last
     /// read.
     pub(super) fn start_proxy(&mut self, k: usize, drained: bool, svc: &Service) -> bool {
         let c = &mut self.conns[k];
@@ -56,7 +57,10 @@ impl EventLoop {
             self.proxy_end(k, true, false, svc);
             return true;
         }
-        self.proxy_next(k, svc);
+        let streams = self.exchanges.get(k).is_some_and(|ex| ex.streams_body());
+        if !streams || self.body_start(k, svc) {
+            self.proxy_next(k, svc);
+        }
         true
     }
 
@@ -75,7 +79,7 @@ impl EventLoop {
                     ex.conn = Some(key);
                     ex.reused = true;
                     ex.progress(now);
-                    return self.up_send(k, svc);
+                    return self.send_request(k, svc);
                 }
             }
             let made = connect(addr).and_then(|(fd, done)| {
@@ -101,7 +105,7 @@ impl EventLoop {
                     ex.conn = Some(key);
                     if done {
                         ex.progress(now);
-                        return self.up_send(k, svc);
+                        return self.send_request(k, svc);
                     }
                     ex.io_deadline = now + ex.connect_timeout_ms(now).max(1);
                     return;
@@ -152,7 +156,7 @@ impl EventLoop {
         // The answer is read while the request is still going: an upstream may answer
         // (and stop reading) before it has the whole body.
         if self.exchanges.get(k).expect("exchange").sending() {
-            self.up_send(k, svc);
+            self.send_request(k, svc);
         }
         let reading = self
             .exchanges
@@ -163,8 +167,9 @@ impl EventLoop {
         }
     }
 
-    /// Send (the rest of) the request upstream: its head, then a body read whole before.
-    fn up_send(&mut self, k: usize, svc: &Service) {
+    /// Send (the rest of) the request upstream: its head, then a body read whole before
+    /// (or the window of one that streams).
+    pub(super) fn up_send(&mut self, k: usize, svc: &Service) {
         let now = self.w.now_ms;
         let ex = self.exchanges.get_mut(k).expect("exchange");
         let Some(u) = ex.conn.and_then(|key| self.ups.conns.get(key)) else {
@@ -188,6 +193,11 @@ impl EventLoop {
                 }
                 Err(Errno::INTR) => {}
                 Err(Errno::AGAIN) => return, // the next writable edge goes on
+                // The upstream stopped taking a streamed body: its answer may be there.
+                Err(_) if ex.streams_body() && ex.head_sent() => {
+                    ex.refuse_body();
+                    return self.up_read(k, svc);
+                }
                 Err(_) => return self.up_failed(k, false, false, svc),
             }
         }
@@ -320,7 +330,7 @@ impl EventLoop {
 
     /// The exchange is over (`ok`: the server's health verdict): keep or drop the upstream
     /// connection, log the request, write the rest, and resume the client connection.
-    fn proxy_end(&mut self, k: usize, ok: bool, reusable: bool, svc: &Service) {
+    pub(super) fn proxy_end(&mut self, k: usize, ok: bool, reusable: bool, svc: &Service) {
         let now = self.w.now_ms;
         let Running {
             ex: Job::Proxy(mut ex),
@@ -355,6 +365,9 @@ impl EventLoop {
         let now = self.w.now_ms;
         let c = &mut self.conns[k];
         c.session.http.response_done(now);
+        // Answered before the client sent all its body: the rest is read and dropped.
+        c.session.discard_body();
+        c.read_stalled |= c.session.http.phase() == gearshift_http::Phase::Body;
         // The head again only for the access log.
         let parsed = match self.w.log {
             Some(_) => parse_head(&req.head, &svc.limits).map_err(|_| ()),
@@ -389,8 +402,11 @@ impl EventLoop {
     /// and read more (only if there may be more: the loop saw a readable edge).
     pub(super) fn resume_proxied(&mut self, svc: &Service) {
         for k in std::mem::take(&mut self.ups.more) {
+            if self.exchanges.get(k).is_some_and(|ex| ex.streams_body()) {
+                self.body_flow(k, svc);
+            }
             let relaying = self.exchanges.get(k);
-            if relaying.is_some_and(|ex| !ex.paused && !ex.sending()) {
+            if relaying.is_some_and(|ex| !ex.paused && ex.head_sent()) {
                 self.up_read(k, svc);
             } else if self.exchanges.fcgi(k).is_some_and(|ex| !ex.paused) {
                 self.fcgi_read(k, svc);
@@ -433,6 +449,11 @@ impl EventLoop {
         {
             self.proxy_drained(k, svc);
         }
+        // More of a body that streams (or the client gone before its end).
+        let readable = flags.intersects(EventFlags::IN | EventFlags::RDHUP);
+        if readable && self.exchanges.get(k).is_some_and(|ex| ex.streams_body()) {
+            self.body_flow(k, svc);
+        }
     }
 
     /// A client connection closed during its exchange: its upstream connection is out of
@@ -461,6 +482,7 @@ impl EventLoop {
         let now = self.w.now_ms;
         self.ups.expire(now);
         self.ups.trim(now, super::TICK_MS as u64);
+        self.body_sweep(svc);
         let due: Vec<usize> = self
             .exchanges
             .0
