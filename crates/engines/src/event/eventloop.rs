@@ -28,6 +28,7 @@ use upstreams::{recv, Exchanges, Upstreams, UPSTREAM};
 
 mod accept;
 mod bodyin;
+mod client_side;
 mod fcgi;
 mod handoff;
 mod proxied;

@@ -52,7 +52,7 @@ pub struct Session {
     head_us: u64,
     /// Answers queued but not yet written (boxed: idle connections stay small).
     unwritten: Option<Box<Unwritten>>,
-    /// The engine runs proxied requests without a body itself (the event loop): `process`
+    /// The engine runs proxied requests itself (the event loop): `process`
     /// prepares their exchange (`DynamicRequest::exchange`); FastCGI requests are marked
     /// (`DynamicRequest::fastcgi`) for it to run too.
     pub proxy_in_loop: bool,
@@ -214,9 +214,11 @@ impl Session {
                 // other, then the 301 answers it).
                 Event::Head(head) if self.redirect_https.is_none() && svc.is_dynamic(&head) => {
                     let seen = self.current();
-                    let body = svc
-                        .request_buffer(&head)
-                        .map(|m| Box::new(BodySpool::new(m)));
+                    let body = match self.proxy_in_loop {
+                        true => svc.request_buffer_in_loop(&head),
+                        false => svc.request_buffer(&head),
+                    };
+                    let body = body.map(|m| Box::new(BodySpool::new(m)));
                     let buffering = body.is_some();
                     self.dynamic = Some(Box::new(DynamicRequest {
                         head: input[pos - n..pos].to_vec(),
@@ -376,8 +378,8 @@ impl Session {
         );
     }
 
-    /// The exchange the event loop runs for `head`, if it is proxied and has no body or
-    /// one read whole first (request buffering).
+    /// The exchange the event loop runs for `head`, if it is proxied (its body, if any,
+    /// read whole first or streamed by the loop).
     fn in_loop_exchange(
         &self,
         head: &RequestHead,

@@ -8,27 +8,73 @@
 //! and no more than about two windows of a body are ever held.
 
 use super::LoopExchange;
+use crate::stream::streamed::StreamedBody;
 use gearshift_core::defaults::proxy::CHUNK;
 use gearshift_core::output::Batch;
 use gearshift_http::date::DATE_LEN;
 
-impl LoopExchange {
-    /// More of the client's body is to come (streamed, not ended, not refused).
-    pub fn streams_body(&self) -> bool {
+impl StreamedBody for LoopExchange {
+    fn streams_body(&self) -> bool {
         self.streaming && self.body_left && !self.refused
     }
 
-    /// The window takes more of the client's body now.
-    pub fn body_room(&self) -> bool {
+    fn body_room(&self) -> bool {
         self.streams_body() && self.piece.len() - self.piece_sent < CHUNK
     }
 
-    /// The client waits for `100 Continue` before sending its body: true once, when the
-    /// loop should send it (as `BodyIn` does before the blocking relay reads the body).
-    pub fn take_continue(&mut self) -> bool {
+    fn push_body(&mut self, data: &[u8]) {
+        if data.is_empty() || !self.streams_body() {
+            return;
+        }
+        self.piece.drain(..self.piece_sent);
+        self.piece_sent = 0;
+        if self.chunked {
+            self.piece
+                .extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
+            self.piece.extend_from_slice(data);
+            self.piece.extend_from_slice(b"\r\n");
+        } else {
+            self.piece.extend_from_slice(data);
+        }
+    }
+
+    /// The last chunk follows when it goes chunked.
+    fn end_body(&mut self) {
+        if !self.streams_body() {
+            return;
+        }
+        self.body_left = false;
+        self.client_wait = false;
+        if self.chunked {
+            self.piece.drain(..self.piece_sent);
+            self.piece_sent = 0;
+            self.piece.extend_from_slice(b"0\r\n\r\n");
+        }
+    }
+
+    fn take_continue(&mut self) -> bool {
         std::mem::take(&mut self.continue_due)
     }
 
+    fn client_wait(&mut self) -> &mut bool {
+        &mut self.client_wait
+    }
+
+    fn progress(&mut self, now_ms: u64) {
+        LoopExchange::progress(self, now_ms);
+    }
+
+    fn body_failed(&mut self, status: u16, date: &[u8; DATE_LEN], out: &mut Batch) {
+        self.refuse_body();
+        self.enc.keep_alive = false;
+        match self.unanswered() {
+            true => self.error(Some(status), date, out),
+            false => self.broken = true,
+        }
+    }
+}
+
+impl LoopExchange {
     /// The bytes of the window not sent yet (nothing once the upstream refused the body).
     pub(super) fn window(&self) -> &[u8] {
         match self.refused {
@@ -47,37 +93,6 @@ impl LoopExchange {
         self.sent == self.req.len()
     }
 
-    /// A piece of the client's decoded body, framed into the window.
-    pub fn push_body(&mut self, data: &[u8]) {
-        if data.is_empty() || !self.streams_body() {
-            return;
-        }
-        self.piece.drain(..self.piece_sent);
-        self.piece_sent = 0;
-        if self.chunked {
-            self.piece
-                .extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
-            self.piece.extend_from_slice(data);
-            self.piece.extend_from_slice(b"\r\n");
-        } else {
-            self.piece.extend_from_slice(data);
-        }
-    }
-
-    /// The client's body ended: the last chunk follows when it goes chunked.
-    pub fn end_body(&mut self) {
-        if !self.streams_body() {
-            return;
-        }
-        self.body_left = false;
-        self.client_wait = false;
-        if self.chunked {
-            self.piece.drain(..self.piece_sent);
-            self.piece_sent = 0;
-            self.piece.extend_from_slice(b"0\r\n\r\n");
-        }
-    }
-
     /// The upstream stopped taking the body (a send failed): nothing more is sent, its
     /// answer is still read, and the connection is not kept (`sending` stays true).
     pub fn refuse_body(&mut self) {
@@ -85,16 +100,5 @@ impl LoopExchange {
         self.client_wait = false;
         self.piece = Vec::new();
         self.piece_sent = 0;
-    }
-
-    /// The client's body failed (`status`: 400 malformed, 413 too large, 408 too slow):
-    /// answered with it and the connection closed, or, after the answer began, cut.
-    pub fn body_failed(&mut self, status: u16, date: &[u8; DATE_LEN], out: &mut Batch) {
-        self.refuse_body();
-        self.enc.keep_alive = false;
-        match self.unanswered() {
-            true => self.error(Some(status), date, out),
-            false => self.broken = true,
-        }
     }
 }

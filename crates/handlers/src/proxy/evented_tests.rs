@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::proxy::config::{ProxyConfig, RouteConfig, ServerEntry, UpstreamConfig};
+use crate::stream::streamed::StreamedBody;
 use gearshift_core::defaults::proxy::CHUNK;
 use gearshift_http::parse::parse_head;
 use gearshift_http::Limits;
