@@ -276,6 +276,8 @@ fn continue_early_answers_and_leaving_peers() {
         b.ended.recv_timeout(Duration::from_secs(20)).unwrap(),
         "left"
     );
+    // (The blocking path's feeder thread still waits for the rest of this body.)
+    drop(c);
     // The client leaving mid-body: the backend's connection ends too.
     let mut c = s.conn();
     c.send(b"POST /echo.x HTTP/1.1\r\nHost: t\r\nContent-Length: 100000\r\n\r\n");
