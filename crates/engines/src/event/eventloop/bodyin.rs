@@ -136,7 +136,11 @@ impl EventLoop {
             let r = wire::recv(c.fd.as_fd(), &mut c.tls, &mut inbuf[len..]);
             inbuf.truncate(len + *r.as_ref().unwrap_or(&0));
             match r {
-                Ok(n) if n > 0 => *ex.client_wait() = false,
+                Ok(n) if n > 0 => {
+                    *ex.client_wait() = false;
+                    // More may wait in the socket (pipelined requests after the body).
+                    c.read_stalled = true;
+                }
                 Err(Errno::INTR) => {}
                 Err(Errno::AGAIN) => {
                     *ex.client_wait() = true;
