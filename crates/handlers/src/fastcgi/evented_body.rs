@@ -77,6 +77,11 @@ impl FcgiExchange {
         self.streams_body() && self.recs_sent == self.recs.len() && self.window().is_empty()
     }
 
+    /// The body streams as the client sends it (ended or not).
+    pub fn streamed(&self) -> bool {
+        self.streaming
+    }
+
     /// BEGIN_REQUEST and PARAMS went out (what follows is STDIN).
     pub fn head_sent(&self) -> bool {
         self.recs_sent == self.recs.len()

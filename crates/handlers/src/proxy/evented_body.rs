@@ -88,6 +88,11 @@ impl LoopExchange {
         self.streams_body() && self.sent == self.req.len() && self.window().is_empty()
     }
 
+    /// The body streams as the client sends it (ended or not).
+    pub fn streamed(&self) -> bool {
+        self.streaming
+    }
+
     /// The whole head went out (what follows is the body, if any).
     pub fn head_sent(&self) -> bool {
         self.sent == self.req.len()

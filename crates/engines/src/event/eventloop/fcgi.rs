@@ -21,7 +21,6 @@ use super::EventLoop;
 use crate::session::DynamicRequest;
 use gearshift_handlers::dispatch::{redirected, Peers};
 use gearshift_handlers::fastcgi::FcgiFed;
-use gearshift_handlers::stream::streamed::StreamedBody;
 use gearshift_handlers::{Route, Service};
 use rustix::event::epoll::{self, EventData, EventFlags};
 use rustix::fd::AsFd;
@@ -197,8 +196,9 @@ impl EventLoop {
                 Err(Errno::INTR) => {}
                 Err(Errno::AGAIN) => return, // the next writable edge goes on
                 // The backend stopped taking a streamed body: its answer may be there.
-                Err(_) if ex.streams_body() && ex.head_sent() => {
+                Err(_) if ex.streamed() && ex.head_sent() => {
                     ex.refuse_body();
+                    ex.progress(now); // its read timeout from now
                     return self.fcgi_read(k, svc);
                 }
                 Err(_) => return self.fcgi_failed(k, false, false, svc),

@@ -14,7 +14,6 @@ use super::upstreams::{connect, recv, Job, Peer, Running, UpConn, UPSTREAM};
 use super::EventLoop;
 use gearshift_core::output::Flushed;
 use gearshift_handlers::proxy::{Fed, Retry};
-use gearshift_handlers::stream::streamed::StreamedBody;
 use gearshift_handlers::Service;
 use rustix::event::epoll::{self, EventData, EventFlags};
 use rustix::fd::AsFd;
@@ -28,8 +27,8 @@ pub(super) const RELAY_READS: usize = 16;
 impl EventLoop {
     /// A dynamic request was read: run it here if it is a proxied request (its body, if
     /// any, read whole or streamed: `bodyin.rs`) or a FastCGI request this loop can run
-    /// (`fcgi.rs`) (true), else it goes to the dynamic pool (false). `drained`: the client socket had no more input at the last
-    /// read.
+    /// (`fcgi.rs`) (true), else it goes to the dynamic pool (false). `drained`: the
+    /// client socket had no more input at the last read.
     pub(super) fn start_proxy(&mut self, k: usize, drained: bool, svc: &Service) -> bool {
         let c = &mut self.conns[k];
         let Some(mut req) = c.session.take_dynamic() else {
@@ -191,8 +190,9 @@ impl EventLoop {
                 Err(Errno::INTR) => {}
                 Err(Errno::AGAIN) => return, // the next writable edge goes on
                 // The upstream stopped taking a streamed body: its answer may be there.
-                Err(_) if ex.streams_body() && ex.head_sent() => {
+                Err(_) if ex.streamed() && ex.head_sent() => {
                     ex.refuse_body();
+                    ex.progress(now); // its read timeout from now
                     return self.up_read(k, svc);
                 }
                 Err(_) => return self.up_failed(k, false, false, svc),
