@@ -15,7 +15,7 @@
 //! a chunked one is read whole first, as the blocking path spools it, since PHP reads only
 //! CONTENT_LENGTH bytes) is handed over by the loop piece by piece and goes out as STDIN
 //! records, then the empty STDIN record (evented_body.rs), within a window of
-//! `READ_CHUNK` bytes, as the blocking feeder (`exchange::feed_body`) sends it.
+//! `STREAMED_BODY_WINDOW` bytes, as the blocking feeder (`exchange::feed_body`) sends it.
 //!
 //! Not run this way (`FastCgi::evented` says None, and the blocking path serves them):
 //! backends that multiplex (FCGI_MPXS_CONNS=1 with `multiplex = "auto"`: `mux` shares

@@ -2,12 +2,13 @@
 //! buffering is off and the body has a Content-Length: the loop decodes the client's
 //! body with the connection's own `Conn` and hands each piece over here, where it becomes
 //! STDIN records, and the body's end the empty STDIN record, as the blocking feeder
-//! (`exchange::feed_body`) sends them, in a window of `READ_CHUNK` bytes the loop sends
+//! (`exchange::feed_body`) sends them, in a window of `STREAMED_BODY_WINDOW` bytes the loop sends
 //! to the backend. The loop takes no more from the client while the window is full.
 
 use super::FcgiExchange;
-use crate::fastcgi::{record, ID, READ_CHUNK};
+use crate::fastcgi::{record, ID};
 use crate::stream::streamed::StreamedBody;
+use gearshift_core::defaults::buffering::STREAMED_BODY_WINDOW;
 use gearshift_core::output::Batch;
 use gearshift_http::date::DATE_LEN;
 
@@ -17,7 +18,7 @@ impl StreamedBody for FcgiExchange {
     }
 
     fn body_room(&self) -> bool {
-        self.streams_body() && self.chunk.len() - self.chunk_sent < READ_CHUNK
+        self.streams_body() && self.chunk.len() - self.chunk_sent < STREAMED_BODY_WINDOW
     }
 
     fn push_body(&mut self, data: &[u8]) {

@@ -12,7 +12,7 @@
 //! head goes as the blocking proxy sends it (Content-Length, or chunked), then the body
 //! from its spool (`set_body`), framed the same way. Streamed as it arrives
 //! (`request_buffering = false`), the loop hands over the client's decoded body piece by
-//! piece (`push_body`, evented_body.rs) into a window of `CHUNK` bytes, framed as the
+//! piece (`push_body`, evented_body.rs) into a window of `STREAMED_BODY_WINDOW` bytes, framed as the
 //! blocking relay frames it, and takes no more while the window is full, so the client is
 //! read only as fast as the upstream takes its body. Either way the answer is read while
 //! the body is still going (an upstream may refuse an upload early), and a request whose

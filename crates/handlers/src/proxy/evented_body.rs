@@ -3,13 +3,13 @@
 //! (so its framing, limit and timeout are those of every request) and hands each piece
 //! over here, where it is framed as the blocking relay (`relay.rs`) frames it — as is
 //! under Content-Length, one chunk per piece plus the last chunk when the client sent it
-//! chunked — into a window of `CHUNK` bytes the loop sends upstream. The loop takes no
+//! chunked — into a window of `STREAMED_BODY_WINDOW` bytes the loop sends upstream. The loop takes no
 //! more from the client while the window is full: a slow upstream slows the client down,
 //! and no more than about two windows of a body are ever held.
 
 use super::LoopExchange;
 use crate::stream::streamed::StreamedBody;
-use gearshift_core::defaults::proxy::CHUNK;
+use gearshift_core::defaults::buffering::STREAMED_BODY_WINDOW;
 use gearshift_core::output::Batch;
 use gearshift_http::date::DATE_LEN;
 
@@ -19,7 +19,7 @@ impl StreamedBody for LoopExchange {
     }
 
     fn body_room(&self) -> bool {
-        self.streams_body() && self.piece.len() - self.piece_sent < CHUNK
+        self.streams_body() && self.piece.len() - self.piece_sent < STREAMED_BODY_WINDOW
     }
 
     fn push_body(&mut self, data: &[u8]) {

@@ -4,7 +4,7 @@
 use super::*;
 use crate::proxy::config::{ProxyConfig, RouteConfig, ServerEntry, UpstreamConfig};
 use crate::stream::streamed::StreamedBody;
-use gearshift_core::defaults::proxy::CHUNK;
+use gearshift_core::defaults::buffering::STREAMED_BODY_WINDOW;
 use gearshift_http::parse::parse_head;
 use gearshift_http::Limits;
 
@@ -156,7 +156,7 @@ fn streamed_bodies_are_framed_as_the_client_framed_them_within_a_window() {
     let n = ex.to_send().unwrap().len();
     ex.sent(n);
     let n = ex.to_send().unwrap().len();
-    assert_eq!(n, CHUNK);
+    assert_eq!(n, STREAMED_BODY_WINDOW);
     ex.sent(n);
     assert!(ex.body_room() && ex.awaits_client());
     // An upstream refusing the body: nothing more goes, the connection is not kept.

@@ -16,7 +16,7 @@
 use super::upstreams::Job;
 use super::EventLoop;
 use crate::wire;
-use gearshift_core::defaults::proxy::CHUNK;
+use gearshift_core::defaults::buffering::STREAMED_BODY_WINDOW;
 use gearshift_handlers::stream::streamed::StreamedBody;
 use gearshift_handlers::Service;
 use gearshift_http::Event;
@@ -24,7 +24,7 @@ use rustix::fd::AsFd;
 use rustix::io::Errno;
 
 /// Rounds of (client body in, backend out) one exchange runs before other connections
-/// get a turn, as `RELAY_READS` bounds an answer's relay: 16 windows, about 1 MiB.
+/// get a turn, as `RELAY_READS` bounds an answer's relay: 16 windows, about 0.5 MiB.
 const BODY_TURNS: usize = 16;
 
 impl EventLoop {
@@ -132,7 +132,7 @@ impl EventLoop {
             // The input ran out: read (at most a window) more.
             let inbuf = &mut c.session.inbuf;
             let len = inbuf.len();
-            inbuf.resize(len + CHUNK, 0);
+            inbuf.resize(len + STREAMED_BODY_WINDOW, 0);
             let r = wire::recv(c.fd.as_fd(), &mut c.tls, &mut inbuf[len..]);
             inbuf.truncate(len + *r.as_ref().unwrap_or(&0));
             match r {
