@@ -3,9 +3,11 @@
 //! dynamic pool (whose threads, named `dynamic`, start only when a request is handed to
 //! it). The backend is a small one in this test, so it can say how much STDIN it has
 //! while the client is still sending, answer before reading STDIN, or leave mid-body.
-//! Every test also holds on the blocking engines (GEARSHIFT_TEST_ENGINE).
+//! Every test also holds on the blocking engines (GEARSHIFT_TEST_ENGINE). Last, php-fpm
+//! reads such bodies whole.
 
 mod common;
+mod fastcgi_peers;
 
 use common::*;
 use std::io::{Read, Write};
@@ -292,5 +294,62 @@ fn continue_early_answers_and_leaving_peers() {
         "eof"
     );
     drop(b.ends);
+    assert_no_pool(&s);
+}
+
+/// Streams php://input through crc32b: length and checksum.
+const HASH_PHP: &str = r#"<?php
+$in = fopen('php://input', 'rb');
+$h = hash_init('crc32b');
+$n = 0;
+while (!feof($in)) { $d = fread($in, 65536); if ($d === false) break; $n += strlen($d); hash_update($h, $d); }
+echo $n, ' ', hash_final($h);
+"#;
+
+#[test]
+fn php_fpm_reads_streamed_bodies_whole() {
+    let Some(bin) = fastcgi_peers::fpm_or_skip("php_fpm_reads_streamed_bodies_whole") else {
+        return;
+    };
+    let fpm = fastcgi_peers::Fpm::start(&bin, false);
+    let root = TempDir::new("fcgi-php");
+    root.write("hash.php", HASH_PHP);
+    let (cfg, path) = config_file(&format!(
+        "listen = \"127.0.0.1:0\"\nworkers = 1\n[http]\nmax_body = 100000000\n[fastcgi]\n\
+         backend = \"{}\"\nextensions = [\".php\"]\nrequest_buffering = false\n",
+        fpm.backend
+    ));
+    let mut s = common::serve(root, &["--config", &path]);
+    s.keep.push(cfg);
+    let body = pattern(3 << 20, 9);
+    let want = format!("{} {:08x}", body.len(), fastcgi_peers::mux::crc32(&body));
+    let mut c = s.conn();
+    // Content-Length: streamed as it comes, in pieces.
+    let head = format!(
+        "POST /hash.php HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    c.send(head.as_bytes());
+    for piece in body.chunks(1 << 20) {
+        c.stream.write_all(piece).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let r = c.response();
+    assert_eq!(
+        (r.status, r.text()),
+        (200, want.clone()),
+        "{}",
+        s.stderr_text()
+    );
+    // Chunked: read whole first, then sent with its length.
+    c.send(b"POST /hash.php HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n");
+    for piece in body.chunks(1 << 20) {
+        c.send(format!("{:x}\r\n", piece.len()).as_bytes());
+        c.stream.write_all(piece).unwrap();
+        c.send(b"\r\n");
+    }
+    c.send(b"0\r\n\r\n");
+    let r = c.response();
+    assert_eq!((r.status, r.text()), (200, want), "{}", s.stderr_text());
     assert_no_pool(&s);
 }
