@@ -297,6 +297,26 @@ fn continue_early_answers_and_leaving_peers() {
     assert_no_pool(&s);
 }
 
+#[test]
+fn a_client_stalling_in_its_body_is_answered_408() {
+    let b = Backend::start();
+    let s = server(&b, "body_timeout_ms = 1000");
+    let mut c = s.conn();
+    c.stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    c.send(b"POST /echo.x HTTP/1.1\r\nHost: t\r\nContent-Length: 1000\r\n\r\nabc");
+    let r = c.response();
+    assert_eq!(r.status, 408);
+    c.assert_closed("after 408");
+    // The backend's connection (part of a request on it) is closed.
+    assert_eq!(
+        b.ended.recv_timeout(Duration::from_secs(20)).unwrap(),
+        "eof"
+    );
+    assert_no_pool(&s);
+}
+
 /// Streams php://input through crc32b: length and checksum.
 const HASH_PHP: &str = r#"<?php
 $in = fopen('php://input', 'rb');
