@@ -5,9 +5,10 @@
 //! engines (GEARSHIFT_TEST_ENGINE), which stream through a pool or worker thread: the
 //! body reaches the upstream as the client sends it, intact and framed as the client
 //! framed it; a bad or stalled body, a client leaving, an upstream answering early,
-//! leaving, or not reading end the exchange as the blocking relay does.
+//! leaving, or not reading end the exchange as the blocking relay does. Over TLS too.
 
 mod common;
+mod test_ca;
 
 use common::*;
 use std::io::{Read, Write};
@@ -369,5 +370,96 @@ fn stalls_time_out_the_client_with_408_and_the_upstream_with_504() {
     assert_eq!(c.response().status, 504);
     drop(c);
     let _ = sender.join();
+    assert_no_pool(&p);
+}
+
+/// A response on `s` (Content-Length framed): (head, body).
+fn tls_answer(s: &mut impl Read) -> (String, Vec<u8>) {
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(s.read(&mut b).unwrap(), 1, "head cut short: {head:?}");
+        head.push(b[0]);
+    }
+    let head = String::from_utf8(head).unwrap();
+    let len = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length: ")
+                .map(|v| v.trim().parse().unwrap())
+        })
+        .unwrap_or(0);
+    let mut body = vec![0u8; len];
+    s.read_exact(&mut body).unwrap();
+    (head, body)
+}
+
+#[test]
+fn a_body_streams_over_tls_with_a_request_pipelined_after_it() {
+    let up = Upstream::start(digest);
+    let dir = TempDir::new("tls-streamed");
+    let ca = test_ca::Ca::new();
+    ca.leaf(dir.path(), "a", &["localhost"], false);
+    let toml = format!(
+        "listen = \"127.0.0.1:0\"\nworkers = 1\n[http]\nmax_body = 100000000\n\
+         [proxy]\nrequest_buffering = false\n[[proxy.upstream]]\nname = \"app\"\n\
+         servers = [\"{}\"]\n[[proxy.route]]\nprefix = \"/\"\nupstream = \"app\"\n\
+         [tls]\nlisten = \"127.0.0.1:0\"\n[[tls.certificate]]\ncert = \"{}\"\nkey = \"{}\"\n\
+         names = [\"localhost\"]\n",
+        up.addr,
+        dir.join("a.pem").display(),
+        dir.join("a.key").display()
+    );
+    let cfg = dir.write("gearshift.toml", &toml);
+    let root = TempDir::new("tls-streamed-root");
+    let args: Vec<String> = vec![
+        "serve".into(),
+        root.str(),
+        "--config".into(),
+        cfg.to_str().unwrap().into(),
+    ];
+    let Ok(p) = launch(&args, &[], None) else {
+        return; // an engine without TLS refuses at start (tls.rs checks how)
+    };
+    let at = p.banner.find(" and https://").expect("banner names https") + 13;
+    let rest = &p.banner[at..];
+    let addr: SocketAddr = rest[..rest.find('/').unwrap()].parse().unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let client = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(ca.roots())
+        .with_no_client_auth();
+    let tcp = TcpStream::connect(addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let sni = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let conn = rustls::ClientConnection::new(std::sync::Arc::new(client), sni).unwrap();
+    let mut s = rustls::StreamOwned::new(conn, tcp);
+    const LEN: usize = 8 << 20;
+    let body = pattern(LEN, 8);
+    write!(
+        s,
+        "PUT /t HTTP/1.1\r\nHost: localhost\r\nContent-Length: {LEN}\r\n\r\n"
+    )
+    .unwrap();
+    for piece in body.chunks(1 << 20) {
+        s.write_all(piece).unwrap();
+    }
+    // A request right behind the body, in the same TLS records.
+    s.write_all(b"POST /n HTTP/1.1\r\nHost: localhost\r\nContent-Length: 3\r\n\r\nabc")
+        .unwrap();
+    s.flush().unwrap();
+    let (head, text) = tls_answer(&mut s);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let hash = fnv(&body, FNV_START);
+    assert_eq!(
+        String::from_utf8(text).unwrap(),
+        format!("{LEN} {hash:016x}")
+    );
+    let (head, text) = tls_answer(&mut s);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let abc = fnv(b"abc", FNV_START);
+    assert_eq!(String::from_utf8(text).unwrap(), format!("3 {abc:016x}"));
     assert_no_pool(&p);
 }
