@@ -17,8 +17,11 @@ impl StreamedBody for FcgiExchange {
         self.streaming && !self.stdin_ended && !self.refused
     }
 
-    fn body_room(&self) -> bool {
-        self.streams_body() && self.chunk.len() - self.chunk_sent < STREAMED_BODY_WINDOW
+    fn room(&self) -> usize {
+        match self.streams_body() {
+            true => STREAMED_BODY_WINDOW.saturating_sub(self.chunk.len() - self.chunk_sent),
+            false => 0,
+        }
     }
 
     fn push_body(&mut self, data: &[u8]) {

@@ -18,8 +18,11 @@ impl StreamedBody for LoopExchange {
         self.streaming && self.body_left && !self.refused
     }
 
-    fn body_room(&self) -> bool {
-        self.streams_body() && self.piece.len() - self.piece_sent < STREAMED_BODY_WINDOW
+    fn room(&self) -> usize {
+        match self.streams_body() {
+            true => STREAMED_BODY_WINDOW.saturating_sub(self.piece.len() - self.piece_sent),
+            false => 0,
+        }
     }
 
     fn push_body(&mut self, data: &[u8]) {

@@ -14,8 +14,13 @@ use gearshift_http::date::DATE_LEN;
 pub trait StreamedBody {
     /// More of the client's body is to come (not ended, and the backend still takes it).
     fn streams_body(&self) -> bool;
+    /// Bytes the window takes before it is full (0: none now, or the body does not
+    /// stream any more).
+    fn room(&self) -> usize;
     /// The window takes more of the body now.
-    fn body_room(&self) -> bool;
+    fn body_room(&self) -> bool {
+        self.room() > 0
+    }
     /// A piece of the client's decoded body, framed into the window.
     fn push_body(&mut self, data: &[u8]);
     /// The client's body ended (its end is framed into the window).

@@ -104,7 +104,11 @@ impl EventLoop {
             let c = &mut self.conns[k];
             let (mut used, mut failed, mut need) = (0, None, false);
             while ex.body_room() {
-                let (n, ev) = c.session.http.poll(&c.session.inbuf[used..], now);
+                // No more than the window takes, so what is held stays within a window
+                // (the decoder takes chunked framing byte by byte: a cut is no stall).
+                let kept = &c.session.inbuf[used..];
+                let cut = kept.len().min(ex.room());
+                let (n, ev) = c.session.http.poll(&kept[..cut], now);
                 used += n;
                 match ev {
                     Event::BodyData(d) => ex.push_body(d),
@@ -118,7 +122,12 @@ impl EventLoop {
                     break;
                 }
             }
-            c.session.inbuf.drain(..used);
+            let inbuf = &mut c.session.inbuf;
+            inbuf.drain(..used);
+            // Input read before the exchange (up to `READ_BUF`) is not kept allocated.
+            if inbuf.capacity() > 2 * STREAMED_BODY_WINDOW && inbuf.len() <= STREAMED_BODY_WINDOW {
+                inbuf.shrink_to(STREAMED_BODY_WINDOW);
+            }
             if let Some(status) = failed {
                 self.body_failed(k, status, svc);
                 return false;
@@ -129,10 +138,11 @@ impl EventLoop {
                 }
                 return true;
             }
-            // The input ran out: read (at most a window) more.
+            // The input ran out: read what the window takes, so that what is held of
+            // the body (read, and framed for the backend) stays within about a window.
             let inbuf = &mut c.session.inbuf;
             let len = inbuf.len();
-            inbuf.resize(len + STREAMED_BODY_WINDOW, 0);
+            inbuf.resize(len + ex.room().min(STREAMED_BODY_WINDOW), 0);
             let r = wire::recv(c.fd.as_fd(), &mut c.tls, &mut inbuf[len..]);
             inbuf.truncate(len + *r.as_ref().unwrap_or(&0));
             match r {
