@@ -184,6 +184,13 @@ pub mod buffering {
     /// `proxy_max_temp_file_size 1024m`: past it the response is passed on as the client
     /// reads (the backend waits for it again).
     pub const MAX_TEMP_FILE_BYTES: u64 = 1024 * 1024 * 1024;
+    /// `proxy_request_buffering off` / `fastcgi_request_buffering off` in an event loop:
+    /// bytes of a streaming body read from the client at a time, and framed bytes waiting
+    /// for the backend beyond which the client is not read (each half the blocking path's
+    /// 64 KiB transfer buffer, `proxy::CHUNK`, so an upload costs the loop about what it
+    /// costs a pool thread's buffer; nginx reads such a body into its
+    /// `client_body_buffer_size` buffer, 16k, but then issues a syscall per 16 KiB).
+    pub const STREAMED_BODY_WINDOW: usize = 32 * 1024;
 }
 
 /// CGI (RFC 3875).

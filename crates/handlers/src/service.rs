@@ -303,6 +303,17 @@ impl Service {
             .map(|b| b.request_buffer_bytes)
     }
 
+    /// `request_buffer` for an engine that runs FastCGI itself (the event loop): a
+    /// chunked body to FastCGI is read whole first even without request buffering, as
+    /// the blocking path spools it (`fastcgi::spool`: PHP reads only CONTENT_LENGTH bytes).
+    pub fn request_buffer_in_loop(&self, req: &RequestHead) -> Option<u64> {
+        let chunked = req.framing == gearshift_http::Framing::Chunked;
+        match self.buffering(self.route(req)) {
+            Some(b) if chunked && self.route(req) == Route::FastCgi => Some(b.request_buffer_bytes),
+            _ => self.request_buffer(req),
+        }
+    }
+
     /// The request needs a dynamic exchange (engines then run it with `dispatch::respond`
     /// on a thread that may block).
     pub fn is_dynamic(&self, req: &RequestHead) -> bool {

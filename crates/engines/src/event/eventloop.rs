@@ -27,6 +27,8 @@ use std::sync::Arc;
 use upstreams::{recv, Exchanges, Upstreams, UPSTREAM};
 
 mod accept;
+mod bodyin;
+mod client_side;
 mod fcgi;
 mod handoff;
 mod proxied;

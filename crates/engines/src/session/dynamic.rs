@@ -19,7 +19,7 @@ pub struct DynamicRequest {
     pub(super) seen: Seen,
     /// Where the request came from (the peer, or the client behind a trusted proxy).
     pub client: SocketAddr,
-    /// A proxied request without a body (or with one read whole first), prepared for the
+    /// A proxied request (its body read whole first, or streamed by the loop), prepared for the
     /// event loop to run while its head was at hand (`Session::proxy_in_loop`), so the loop need not parse it again.
     pub exchange: Option<Box<gearshift_handlers::proxy::LoopExchange>>,
     /// A FastCGI request, which the event loop may run itself (`proxy_in_loop`).

@@ -42,7 +42,8 @@ pub struct Session {
     /// The last queued response asks for the connection to close once written.
     pub close_after_write: bool,
     /// Head bytes of a request whose body is still arriving (boxed: rare, and every idle
-    /// connection carries the field).
+    /// connection carries the field). Empty: the body of a request already answered, read
+    /// and dropped (`discard_body`; no field of its own, so idle connections stay small).
     deferred: Option<Box<[u8]>>,
     /// A dynamic request reported with `Stop::Dynamic`, waiting for its exchange (boxed:
     /// every idle connection carries this field).
@@ -51,7 +52,7 @@ pub struct Session {
     head_us: u64,
     /// Answers queued but not yet written (boxed: idle connections stay small).
     unwritten: Option<Box<Unwritten>>,
-    /// The engine runs proxied requests without a body itself (the event loop): `process`
+    /// The engine runs proxied requests itself (the event loop): `process`
     /// prepares their exchange (`DynamicRequest::exchange`); FastCGI requests are marked
     /// (`DynamicRequest::fastcgi`) for it to run too.
     pub proxy_in_loop: bool,
@@ -213,9 +214,11 @@ impl Session {
                 // other, then the 301 answers it).
                 Event::Head(head) if self.redirect_https.is_none() && svc.is_dynamic(&head) => {
                     let seen = self.current();
-                    let body = svc
-                        .request_buffer(&head)
-                        .map(|m| Box::new(BodySpool::new(m)));
+                    let body = match self.proxy_in_loop {
+                        true => svc.request_buffer_in_loop(&head),
+                        false => svc.request_buffer(&head),
+                    };
+                    let body = body.map(|m| Box::new(BodySpool::new(m)));
                     let buffering = body.is_some();
                     self.dynamic = Some(Box::new(DynamicRequest {
                         head: input[pos - n..pos].to_vec(),
@@ -237,6 +240,9 @@ impl Session {
                     }
                 }
                 Event::BodyEnd if self.dynamic.is_some() => return (pos, Stop::Dynamic),
+                Event::BodyEnd if self.discarding() => self.deferred = None,
+                // A body being dropped breaks off: nothing more is answered.
+                Event::Error(_) if self.discarding() => return (pos, Stop::Close),
                 Event::Head(head) if head.framing != Framing::None => {
                     // Answer once the body has arrived intact: a request whose body turns
                     // out malformed gets only its 400. The head is kept as bytes (the input
@@ -268,6 +274,19 @@ impl Session {
                 }
             }
         }
+    }
+
+    /// The exchange of the current request ended before its body did (an upstream
+    /// answered early): the rest of the body is read and dropped, as `exchange::run`
+    /// does, so the connection stays in sync for the next request.
+    pub fn discard_body(&mut self) {
+        if self.http.phase() == gearshift_http::Phase::Body {
+            self.deferred = Some(Box::default());
+        }
+    }
+
+    fn discarding(&self) -> bool {
+        self.deferred.as_deref().is_some_and(<[u8]>::is_empty)
     }
 
     /// The request `http` returned last: when its head began and its number.
@@ -363,8 +382,8 @@ impl Session {
         );
     }
 
-    /// The exchange the event loop runs for `head`, if it is proxied and has no body or
-    /// one read whole first (request buffering).
+    /// The exchange the event loop runs for `head`, if it is proxied (its body, if any,
+    /// read whole first or streamed by the loop).
     fn in_loop_exchange(
         &self,
         head: &RequestHead,

@@ -11,9 +11,15 @@
 //! FCGI_OVERLOADED), a malformed answer 502, no answer in time 504, a connection reused
 //! only after a clean END_REQUEST with nothing left over and the whole STDIN sent.
 //!
+//! A body that streams as it arrives (`request_buffering = false`, with a Content-Length:
+//! a chunked one is read whole first, as the blocking path spools it, since PHP reads only
+//! CONTENT_LENGTH bytes) is handed over by the loop piece by piece and goes out as STDIN
+//! records, then the empty STDIN record (evented_body.rs), within a window of
+//! `STREAMED_BODY_WINDOW` bytes, as the blocking feeder (`exchange::feed_body`) sends it.
+//!
 //! Not run this way (`FastCgi::evented` says None, and the blocking path serves them):
-//! a body not read whole first (`request_buffering = false`), and backends that multiplex
-//! (FCGI_MPXS_CONNS=1 with `multiplex = "auto"`: `mux` shares connections among threads).
+//! backends that multiplex (FCGI_MPXS_CONNS=1 with `multiplex = "auto"`: `mux` shares
+//! connections among threads).
 
 use super::conn::Backend;
 use super::{record, FastCgi, Slot, ID};
@@ -45,8 +51,18 @@ pub struct FcgiExchange {
     chunk: Vec<u8>,
     chunk_sent: usize,
     stdin_ended: bool,
-    /// A piece of the body was taken from the spool: the request cannot be sent again.
+    /// A piece of the body was taken from the spool (or a streamed one began to go out):
+    /// the request cannot be sent again.
     body_touched: bool,
+    /// The body comes from the client as it arrives: `chunk` is then the window of STDIN
+    /// records not sent yet; `continue_due`: the client waits for `100 Continue`;
+    /// `refused`: the backend stopped taking the body (its answer is still read).
+    streaming: bool,
+    continue_due: bool,
+    refused: bool,
+    /// The exchange waits for the client's body (its body read timeout applies): set by
+    /// the loop when the client had nothing more to read.
+    pub client_wait: bool,
     /// Bytes came from the backend on this attempt.
     received: bool,
     /// The request may be sent again on a fresh connection if a reused one fails early.
@@ -99,9 +115,10 @@ pub enum FcgiFed {
 }
 
 impl FastCgi {
-    /// An exchange for `head` if an event loop can run it: the backend does not multiplex
-    /// and the body, if any, was read whole (`body`, taken then). `keep_alive`: whether the
-    /// client connection may stay open afterwards; `buffering`: `[fastcgi]`'s.
+    /// An exchange for `head` if an event loop can run it: the backend does not multiplex.
+    /// A body read whole (`body`, taken then) goes from its spool; one with a
+    /// Content-Length not read yet streams (`push_body`). `keep_alive`: whether the client
+    /// connection may stay open afterwards; `buffering`: `[fastcgi]`'s.
     pub fn evented(
         &self,
         root: &Root,
@@ -111,8 +128,9 @@ impl FastCgi {
         keep_alive: bool,
         buffering: Option<Buffering>,
     ) -> Option<FcgiExchange> {
-        if head.framing != Framing::None && body.is_none() {
-            return None; // streamed to the backend as it arrives: the blocking path
+        let streaming = matches!(head.framing, Framing::Length(_)) && body.is_none();
+        if head.framing == Framing::Chunked && body.is_none() {
+            return None; // spooled first (`spool.rs`): the session reads it whole for the loop
         }
         if !self.loop_may_serve() {
             return None;
@@ -129,8 +147,12 @@ impl FastCgi {
             body: None,
             chunk: Vec::new(),
             chunk_sent: 0,
-            stdin_ended: true,
+            stdin_ended: !streaming,
             body_touched: false,
+            streaming,
+            continue_due: streaming && head.expect_continue,
+            refused: false,
+            client_wait: false,
             received: false,
             idempotent: head.method.is_idempotent(),
             gave_up: false,
@@ -197,7 +219,8 @@ impl FastCgi {
                 None => {}
             }
         }
-        ex.recs = self.request_records(&sized, &script, peers, ex.body.is_none(), ID);
+        let no_body = ex.body.is_none() && !ex.streaming;
+        ex.recs = self.request_records(&sized, &script, peers, no_body, ID);
         Some(ex)
     }
 
@@ -256,9 +279,15 @@ impl FcgiExchange {
     }
 
     /// The backend made progress at `now_ms`: the next step has its timeout again (the
-    /// send timeout while records are going out, else the read timeout).
+    /// send timeout while records are going out, else the read timeout; none while all
+    /// that is left to send is a streamed body the client has not sent yet: then the
+    /// client's body timeout applies).
     pub fn progress(&mut self, now_ms: u64) {
         let t = match self.sending() {
+            _ if self.awaits_client() => {
+                self.io_deadline = u64::MAX;
+                return;
+            }
             true => self.send_timeout_ms,
             false => self.read_timeout_ms,
         };
@@ -267,7 +296,10 @@ impl FcgiExchange {
 
     /// Records remain to be sent.
     pub fn sending(&self) -> bool {
-        self.recs_sent < self.recs.len() || self.chunk_sent < self.chunk.len() || !self.stdin_ended
+        self.recs_sent < self.recs.len()
+            || self.chunk_sent < self.chunk.len()
+            || !self.stdin_ended
+            || self.refused
     }
 
     /// The bytes to send next (empty when all went out); None if the spooled body could
@@ -275,6 +307,9 @@ impl FcgiExchange {
     pub fn to_send(&mut self) -> Option<&[u8]> {
         if self.recs_sent < self.recs.len() {
             return Some(&self.recs[self.recs_sent..]);
+        }
+        if self.streaming {
+            return Some(self.window());
         }
         if self.chunk_sent == self.chunk.len() && !self.stdin_ended {
             self.chunk.clear();
@@ -310,6 +345,7 @@ impl FcgiExchange {
             self.recs_sent += n;
         } else {
             self.chunk_sent += n;
+            self.body_touched = true;
         }
     }
 
@@ -397,6 +433,9 @@ impl FcgiExchange {
 
 #[path = "evented_feed.rs"]
 mod feed;
+
+#[path = "evented_body.rs"]
+mod body;
 
 #[cfg(test)]
 #[path = "evented_tests.rs"]

@@ -174,6 +174,52 @@ fn a_buffered_body_goes_as_stdin_with_its_length() {
 }
 
 #[test]
+fn a_streamed_body_goes_as_stdin_records_as_it_is_handed_over() {
+    use crate::stream::streamed::StreamedBody;
+    let f = fixture("stream", |_| {});
+    let raw =
+        b"POST /a.php HTTP/1.1\r\nHost: t\r\nContent-Length: 6\r\nExpect: 100-continue\r\n\r\n";
+    let mut ex = exchange(&f, raw, None);
+    assert!(ex.take_continue() && !ex.take_continue());
+    ex.pick();
+    // BEGIN_REQUEST and PARAMS, no STDIN yet: the rest waits for the client.
+    let head = drain_send(&mut ex);
+    let kinds = |b: &[u8]| {
+        let (mut pos, mut out) = (0, Vec::new());
+        while let Ok(Some(r)) = record::parse(&b[pos..]) {
+            out.push((r.kind, r.content(&b[pos..]).to_vec()));
+            pos += r.total;
+        }
+        out
+    };
+    assert!(kinds(&head).iter().all(|(k, _)| *k != record::STDIN));
+    assert!(ex.sending() && ex.awaits_client());
+    ex.push_body(b"abc");
+    let first = drain_send(&mut ex);
+    assert_eq!(kinds(&first), [(record::STDIN, b"abc".to_vec())]);
+    ex.push_body(b"def");
+    ex.end_body();
+    let rest = drain_send(&mut ex);
+    let want = [
+        (record::STDIN, b"def".to_vec()),
+        (record::STDIN, Vec::new()),
+    ];
+    assert_eq!(kinds(&rest), want);
+    assert!(!ex.sending() && !ex.streams_body());
+    // Once STDIN went out, a reused connection failing is not tried again.
+    ex.reused = true;
+    ex.failed(false, false);
+    assert!(ex.pick().is_none());
+    // A chunked body not read whole is not run streamed (PHP needs its length).
+    let raw = b"POST /a.php HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n";
+    let head = parse_head(raw, &Limits::default()).unwrap().unwrap();
+    let run = f
+        .fcgi
+        .evented(&f.root, &head, peers(), &mut None, true, None);
+    assert!(run.is_none());
+}
+
+#[test]
 fn records_split_at_every_byte_boundary_give_the_same_answer() {
     let f = fixture("split", |_| {});
     let all = answer_bytes();

@@ -8,12 +8,15 @@
 //! server, a failure before any answer byte retries a reused connection once fresh
 //! (idempotent requests), then moves on if the request is idempotent.
 //!
-//! A request with a body is run this way when the body is read whole first (request
-//! buffering): the head goes as the blocking proxy sends it (Content-Length, or chunked),
-//! then the body from its spool (`set_body`), framed the same way; the answer is read
-//! while the body is still going (an upstream may refuse an upload early). One whose body
-//! streams as it arrives (`request_buffering = false`) takes the blocking path through
-//! the dynamic pool.
+//! A request with a body is run this way too. Read whole first (request buffering), the
+//! head goes as the blocking proxy sends it (Content-Length, or chunked), then the body
+//! from its spool (`set_body`), framed the same way. Streamed as it arrives
+//! (`request_buffering = false`), the loop hands over the client's decoded body piece by
+//! piece (`push_body`, evented_body.rs) into a window of `STREAMED_BODY_WINDOW` bytes, framed as the
+//! blocking relay frames it, and takes no more while the window is full, so the client is
+//! read only as fast as the upstream takes its body. Either way the answer is read while
+//! the body is still going (an upstream may refuse an upload early), and a request whose
+//! body started going out is never sent again (only a connect failure moves it on).
 
 use super::forward::{self, BodyKind, Parsed};
 use super::{health, Proxy, Upstream};
@@ -42,6 +45,16 @@ pub struct LoopExchange {
     last_chunk_due: bool,
     piece: Vec<u8>,
     piece_sent: usize,
+    /// The body comes from the client as it arrives (`request_buffering = false`): `piece`
+    /// is then the window of framed body bytes not sent yet, `body_left` says more is to
+    /// come, `continue_due` that the client waits for `100 Continue`, and `refused` that
+    /// the upstream stopped taking the body (its answer is still read).
+    streaming: bool,
+    continue_due: bool,
+    refused: bool,
+    /// The exchange waits for the client's body (its body read timeout applies, not the
+    /// upstream's): set by the loop when the client had nothing more to read.
+    pub client_wait: bool,
     /// The answer broke off after its head was sent: the client connection must close.
     pub broken: bool,
     /// The loop's token of the upstream connection in use (None while choosing one).
@@ -106,9 +119,10 @@ pub enum Retry {
 }
 
 impl Proxy {
-    /// An exchange for `head` if an event loop can run it: a route matches and the request
-    /// has no body, or one read whole before the exchange starts (`buffered`; given with
-    /// `set_body`). `keep_alive`: whether the client connection may stay open afterwards.
+    /// An exchange for `head` if an event loop can run it (a route matches). A body read
+    /// whole before the exchange starts (`buffered`) is given with `set_body`; one that
+    /// streams is handed over as it arrives (`push_body`). `keep_alive`: whether the client
+    /// connection may stay open afterwards.
     pub fn evented(
         &self,
         head: &RequestHead,
@@ -118,9 +132,7 @@ impl Proxy {
         buffered: bool,
     ) -> Option<LoopExchange> {
         let with_body = head.framing != Framing::None;
-        if with_body && !buffered {
-            return None;
-        }
+        let streaming = with_body && !buffered;
         let up = self.find(head)?.clone();
         health::ensure(&up);
         let idempotent = head.method.is_idempotent();
@@ -131,11 +143,16 @@ impl Proxy {
             up,
             sent: 0,
             body_in: None,
-            body_left: false,
+            body_left: streaming,
             chunked,
-            last_chunk_due: chunked,
+            // A streamed body's last chunk goes with its end (`end_body`).
+            last_chunk_due: chunked && !streaming,
             piece: Vec::new(),
             piece_sent: 0,
+            streaming,
+            continue_due: streaming && head.expect_continue,
+            refused: false,
+            client_wait: false,
             broken: false,
             conn: None,
             reused: false,
@@ -174,6 +191,7 @@ impl LoopExchange {
             || self.piece_sent < self.piece.len()
             || self.body_left
             || self.last_chunk_due
+            || self.refused
     }
 
     /// The bytes to send next (empty when all went out); None if the body's temporary
@@ -181,6 +199,9 @@ impl LoopExchange {
     pub fn to_send(&mut self) -> Option<&[u8]> {
         if self.sent < self.req.len() {
             return Some(&self.req[self.sent..]);
+        }
+        if self.streaming {
+            return Some(self.window());
         }
         if self.piece_sent == self.piece.len() {
             self.piece.clear();
@@ -230,6 +251,11 @@ impl LoopExchange {
         self.sent = 0;
         self.reused = false;
         self.head_buf.clear();
+        // A streamed body moves on only after a connect failure, nothing of it sent: its
+        // window is kept for the next server.
+        if self.streaming {
+            return self.next_server(now_ms);
+        }
         // Another server (after a connect failure) gets the body from its start.
         self.piece.clear();
         self.piece_sent = 0;
@@ -244,6 +270,10 @@ impl LoopExchange {
                 return None;
             }
         }
+        self.next_server(now_ms)
+    }
+
+    fn next_server(&mut self, now_ms: u64) -> Option<SocketAddr> {
         if self.fresh_only {
             return Some(self.up.addrs[self.server]);
         }
@@ -270,9 +300,14 @@ impl LoopExchange {
             .min(self.deadline.saturating_sub(now_ms))
     }
 
-    /// The upstream made progress at `now_ms`: the next step has `read_timeout_ms` again.
+    /// The upstream made progress at `now_ms`: the next step has `read_timeout_ms` again
+    /// (sending or reading), except while all that is left to send is a streamed body the
+    /// client has not sent yet: then the client's body timeout applies, not the upstream's.
     pub fn progress(&mut self, now_ms: u64) {
-        self.io_deadline = (now_ms + self.up.cfg.read_timeout_ms).min(self.deadline);
+        self.io_deadline = match self.awaits_client() {
+            true => self.deadline,
+            false => (now_ms + self.up.cfg.read_timeout_ms).min(self.deadline),
+        };
     }
 
     /// Idle connections kept per server (`keepalive`) and for how long.
@@ -453,6 +488,9 @@ impl LoopExchange {
         }
     }
 }
+
+#[path = "evented_body.rs"]
+mod body;
 
 #[cfg(test)]
 #[path = "evented_tests.rs"]

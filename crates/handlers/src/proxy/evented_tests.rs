@@ -3,6 +3,8 @@
 
 use super::*;
 use crate::proxy::config::{ProxyConfig, RouteConfig, ServerEntry, UpstreamConfig};
+use crate::stream::streamed::StreamedBody;
+use gearshift_core::defaults::buffering::STREAMED_BODY_WINDOW;
 use gearshift_http::parse::parse_head;
 use gearshift_http::Limits;
 
@@ -105,13 +107,76 @@ fn bodies_read_whole_follow_the_head_framed_as_the_client_framed_them() {
 }
 
 #[test]
-fn requests_with_a_body_are_left_to_the_blocking_path() {
+fn streamed_bodies_are_framed_as_the_client_framed_them_within_a_window() {
+    let p = proxy(&["127.0.0.1:9", "127.0.0.1:10"]);
+    for (raw, wire) in [
+        (
+            &b"POST /x HTTP/1.1\r\nHost: t\r\nContent-Length: 6\r\nExpect: 100-continue\r\n\r\n"[..],
+            "Content-Length: 6\r\n\r\nabcdef",
+        ),
+        (
+            b"POST /x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n",
+            "Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n3\r\ndef\r\n0\r\n\r\n",
+        ),
+    ] {
+        let head = parse_head(raw, &Limits::default()).unwrap().unwrap();
+        let mut ex = p
+            .evented(&head, "10.0.0.1:1".parse().unwrap(), true, 0, false)
+            .expect("run by the loop");
+        assert!(ex.take_continue() && !ex.take_continue());
+        assert!(ex.streams_body() && ex.body_room());
+        ex.push_body(b"abc");
+        // A connect failure moves on with the window kept: nothing of it went out.
+        assert!(ex.pick(0).is_some());
+        assert_eq!(ex.failed(false, true), Retry::Next);
+        assert!(ex.pick(0).is_some(), "the other server");
+        let first = all_sent(&mut ex);
+        assert!(ex.sending() && ex.awaits_client(), "more body to come");
+        ex.push_body(b"def");
+        ex.end_body();
+        let sent = first + &all_sent(&mut ex);
+        assert!(sent.ends_with(wire), "{sent}");
+        assert!(!ex.sending() && !ex.streams_body());
+        // Once any of it went out, a failure is not retried.
+        assert_eq!(ex.failed(false, false), Retry::Next);
+        assert!(ex.pick(0).is_none());
+    }
+    // The window fills: the loop stops taking the client's body until it drains.
+    let raw = b"POST /x HTTP/1.1\r\nHost: t\r\nContent-Length: 999999\r\n\r\n";
+    let head = parse_head(raw, &Limits::default()).unwrap().unwrap();
+    let mut ex = p
+        .evented(&head, "10.0.0.1:1".parse().unwrap(), true, 0, false)
+        .expect("run by the loop");
+    assert!(!ex.take_continue());
+    assert!(ex.pick(0).is_some());
+    let piece = vec![b'x'; 16 * 1024];
+    while ex.body_room() {
+        ex.push_body(&piece);
+    }
+    let n = ex.to_send().unwrap().len();
+    ex.sent(n);
+    let n = ex.to_send().unwrap().len();
+    assert_eq!(n, STREAMED_BODY_WINDOW);
+    ex.sent(n);
+    assert!(ex.body_room() && ex.awaits_client());
+    // An upstream refusing the body: nothing more goes, the connection is not kept.
+    ex.push_body(b"abc");
+    ex.refuse_body();
+    assert!(!ex.body_room() && ex.to_send().unwrap().is_empty() && ex.sending());
+}
+
+#[test]
+fn a_bad_streamed_body_is_answered_with_its_status_and_closes() {
     let p = proxy(&["127.0.0.1:9"]);
     let raw = b"POST /x HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\n";
     let head = parse_head(raw, &Limits::default()).unwrap().unwrap();
-    assert!(p
+    let mut ex = p
         .evented(&head, "10.0.0.1:1".parse().unwrap(), true, 0, false)
-        .is_none());
+        .unwrap();
+    let mut out = Batch::default();
+    ex.body_failed(413, DATE, &mut out);
+    assert!(text(&out).starts_with("HTTP/1.1 413 "), "{}", text(&out));
+    assert!(!ex.keep_alive() && !ex.streams_body());
     let ex = exchange(&p, GET);
     let req = String::from_utf8(ex.req.clone()).unwrap();
     assert!(req.starts_with("GET /x HTTP/1.1\r\nHost: t\r\n"), "{req}");

@@ -1,9 +1,10 @@
 //! The load-balancing reverse proxy: a dynamic handler (`dispatch::respond`) that forwards
 //! a request whose host and path prefix match a `[[proxy.route]]` to a server of its
 //! `[[proxy.upstream]]` pool over HTTP/1.1 with kept-alive connections, and streams the
-//! answer back. On the event engine a request without a body does not come here: the
-//! event loop runs it non-blocking with `LoopExchange` (same rewriting, framing and
-//! retry rules), so it never leaves the loop for a blocking thread.
+//! answer back. On the event engine a request a route matches does not come here: the
+//! event loop runs it non-blocking with `LoopExchange` (same rewriting, framing and retry
+//! rules), its body read whole first or streamed as it arrives, so it never leaves the
+//! loop for a blocking thread.
 //!
 //! Both bodies stream through one 64 KiB buffer with blocking writes, so back-pressure is
 //! the socket's: the proxy reads from one side only as fast as the other side takes it, and

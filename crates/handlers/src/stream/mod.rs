@@ -9,6 +9,7 @@
 
 pub mod framing;
 pub mod spool;
+pub mod streamed;
 
 use self::framing::Framer;
 use gearshift_core::lifecycle::Lifecycle;

@@ -11,8 +11,9 @@
 //! same time (the backend may answer before it has read all of STDIN). Back-pressure,
 //! response buffering for a slow client, the end of the exchange and its counting and
 //! logging are the proxy's (`proxy_write`, `exchange_done`); timeouts come from the loop's
-//! sweep (`fcgi_timeout`). Requests the loop does not run (a body not read whole first, a
-//! multiplexing backend) go to the dynamic pool as before.
+//! sweep (`fcgi_timeout`). A body that streams as it arrives goes as STDIN records from
+//! `bodyin.rs`, as for the proxy. Requests the loop does not run (a multiplexing backend)
+//! go to the dynamic pool as before.
 
 use super::proxied::RELAY_READS;
 use super::upstreams::{connect_peer, recv, Job, Peer, Running, UpConn, UPSTREAM};
@@ -68,7 +69,9 @@ impl EventLoop {
         c.read_stalled = !drained;
         tracing::debug!(target: "fastcgi", worker = self.id, k, "run by the event loop");
         self.exchanges.set(k, Job::Fcgi(Box::new(ex)), req);
-        self.fcgi_next(k, svc);
+        if !self.streams(k) || self.body_start(k, svc) {
+            self.fcgi_next(k, svc);
+        }
         true
     }
 
@@ -93,7 +96,7 @@ impl EventLoop {
             ex.conn = Some(key);
             ex.reused = true;
             ex.progress(now);
-            return self.fcgi_send(k, svc);
+            return self.send_request(k, svc);
         }
         let peer = Peer::of(backend);
         let made = connect_peer(&peer).and_then(|(fd, done)| {
@@ -119,7 +122,7 @@ impl EventLoop {
                 ex.conn = Some(key);
                 if done {
                     ex.progress(now);
-                    return self.fcgi_send(k, svc);
+                    return self.send_request(k, svc);
                 }
                 ex.io_deadline = now + ex.connect_timeout_ms().max(1);
             }
@@ -148,7 +151,7 @@ impl EventLoop {
             ex.progress(self.w.now_ms);
         }
         if ex.sending() {
-            self.fcgi_send(k, svc);
+            self.send_request(k, svc);
         }
         let readable = EventFlags::IN | EventFlags::RDHUP | EventFlags::HUP | EventFlags::ERR;
         let owned = self
@@ -161,7 +164,7 @@ impl EventLoop {
     }
 
     /// Send what the exchange has to send until the socket is full or all went out.
-    fn fcgi_send(&mut self, k: usize, svc: &Service) {
+    pub(super) fn fcgi_send(&mut self, k: usize, svc: &Service) {
         let now = self.w.now_ms;
         let ex = self.exchanges.fcgi_mut(k).expect("exchange");
         let Some(u) = ex.conn.and_then(|key| self.ups.conns.get(key)) else {
@@ -192,6 +195,12 @@ impl EventLoop {
                 }
                 Err(Errno::INTR) => {}
                 Err(Errno::AGAIN) => return, // the next writable edge goes on
+                // The backend stopped taking a streamed body: its answer may be there.
+                Err(_) if ex.streamed() && ex.head_sent() => {
+                    ex.refuse_body();
+                    ex.progress(now); // its read timeout from now
+                    return self.fcgi_read(k, svc);
+                }
                 Err(_) => return self.fcgi_failed(k, false, false, svc),
             }
         }
@@ -295,7 +304,7 @@ impl EventLoop {
 
     /// The exchange is over: keep the backend connection if it is in sync (`reusable`)
     /// and may serve more, else close it; then finish as any exchange.
-    fn fcgi_end(&mut self, k: usize, reusable: bool, svc: &Service) {
+    pub(super) fn fcgi_end(&mut self, k: usize, reusable: bool, svc: &Service) {
         let now = self.w.now_ms;
         let Some(Running {
             ex: Job::Fcgi(mut ex),

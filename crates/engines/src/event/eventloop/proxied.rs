@@ -7,16 +7,14 @@
 //! upstream closing an idle connection shows up as an event, and the connection is dropped
 //! then. Back-pressure goes both ways: while the client has output waiting, the upstream is
 //! not read (`Exchange::paused`), and reading resumes once the client's socket drains.
-//! Timeouts come from the loop's sweep (`proxy_sweep`).
+//! Timeouts come from the loop's sweep (`proxy_sweep`). A body that streams as it arrives
+//! (`request_buffering = false`) goes upstream from here too (`bodyin.rs`).
 
 use super::upstreams::{connect, recv, Job, Peer, Running, UpConn, UPSTREAM};
 use super::EventLoop;
-use crate::session::DynamicRequest;
 use gearshift_core::output::Flushed;
-use gearshift_core::respond::Outcome;
 use gearshift_handlers::proxy::{Fed, Retry};
 use gearshift_handlers::Service;
-use gearshift_http::parse::parse_head;
 use rustix::event::epoll::{self, EventData, EventFlags};
 use rustix::fd::AsFd;
 use rustix::io::Errno;
@@ -27,10 +25,10 @@ use rustix::net::SendFlags;
 pub(super) const RELAY_READS: usize = 16;
 
 impl EventLoop {
-    /// A dynamic request was read: run it here if it is a proxied request without a body
-    /// or a FastCGI request this loop can run (`fcgi.rs`) (true), else it goes to the
-    /// dynamic pool (false). `drained`: the client socket had no more input at the last
-    /// read.
+    /// A dynamic request was read: run it here if it is a proxied request (its body, if
+    /// any, read whole or streamed: `bodyin.rs`) or a FastCGI request this loop can run
+    /// (`fcgi.rs`) (true), else it goes to the dynamic pool (false). `drained`: the
+    /// client socket had no more input at the last read.
     pub(super) fn start_proxy(&mut self, k: usize, drained: bool, svc: &Service) -> bool {
         let c = &mut self.conns[k];
         let Some(mut req) = c.session.take_dynamic() else {
@@ -56,7 +54,9 @@ impl EventLoop {
             self.proxy_end(k, true, false, svc);
             return true;
         }
-        self.proxy_next(k, svc);
+        if !self.streams(k) || self.body_start(k, svc) {
+            self.proxy_next(k, svc);
+        }
         true
     }
 
@@ -75,7 +75,7 @@ impl EventLoop {
                     ex.conn = Some(key);
                     ex.reused = true;
                     ex.progress(now);
-                    return self.up_send(k, svc);
+                    return self.send_request(k, svc);
                 }
             }
             let made = connect(addr).and_then(|(fd, done)| {
@@ -101,7 +101,7 @@ impl EventLoop {
                     ex.conn = Some(key);
                     if done {
                         ex.progress(now);
-                        return self.up_send(k, svc);
+                        return self.send_request(k, svc);
                     }
                     ex.io_deadline = now + ex.connect_timeout_ms(now).max(1);
                     return;
@@ -152,7 +152,7 @@ impl EventLoop {
         // The answer is read while the request is still going: an upstream may answer
         // (and stop reading) before it has the whole body.
         if self.exchanges.get(k).expect("exchange").sending() {
-            self.up_send(k, svc);
+            self.send_request(k, svc);
         }
         let reading = self
             .exchanges
@@ -163,8 +163,9 @@ impl EventLoop {
         }
     }
 
-    /// Send (the rest of) the request upstream: its head, then a body read whole before.
-    fn up_send(&mut self, k: usize, svc: &Service) {
+    /// Send (the rest of) the request upstream: its head, then a body read whole before
+    /// (or the window of one that streams).
+    pub(super) fn up_send(&mut self, k: usize, svc: &Service) {
         let now = self.w.now_ms;
         let ex = self.exchanges.get_mut(k).expect("exchange");
         let Some(u) = ex.conn.and_then(|key| self.ups.conns.get(key)) else {
@@ -188,6 +189,12 @@ impl EventLoop {
                 }
                 Err(Errno::INTR) => {}
                 Err(Errno::AGAIN) => return, // the next writable edge goes on
+                // The upstream stopped taking a streamed body: its answer may be there.
+                Err(_) if ex.streamed() && ex.head_sent() => {
+                    ex.refuse_body();
+                    ex.progress(now); // its read timeout from now
+                    return self.up_read(k, svc);
+                }
                 Err(_) => return self.up_failed(k, false, false, svc),
             }
         }
@@ -196,7 +203,7 @@ impl EventLoop {
 
     /// Read the upstream's answer and relay it until it ends, the upstream socket is
     /// drained, or the client's socket is full.
-    fn up_read(&mut self, k: usize, svc: &Service) {
+    pub(super) fn up_read(&mut self, k: usize, svc: &Service) {
         for turn in 0.. {
             if turn == RELAY_READS {
                 return self.ups.more.push(k);
@@ -320,7 +327,7 @@ impl EventLoop {
 
     /// The exchange is over (`ok`: the server's health verdict): keep or drop the upstream
     /// connection, log the request, write the rest, and resume the client connection.
-    fn proxy_end(&mut self, k: usize, ok: bool, reusable: bool, svc: &Service) {
+    pub(super) fn proxy_end(&mut self, k: usize, ok: bool, reusable: bool, svc: &Service) {
         let now = self.w.now_ms;
         let Running {
             ex: Job::Proxy(mut ex),
@@ -341,118 +348,6 @@ impl EventLoop {
         self.exchange_done(k, &req, ex.outcome(), keep, ex.started_us, svc);
     }
 
-    /// The end of an exchange of either kind, once its upstream connection is dealt with:
-    /// count and log the request, write the rest, and resume the client connection.
-    pub(super) fn exchange_done(
-        &mut self,
-        k: usize,
-        req: &DynamicRequest,
-        outcome: Outcome,
-        keep: bool,
-        started_us: u64,
-        svc: &Service,
-    ) {
-        let now = self.w.now_ms;
-        let c = &mut self.conns[k];
-        c.session.http.response_done(now);
-        // The head again only for the access log.
-        let parsed = match self.w.log {
-            Some(_) => parse_head(&req.head, &svc.limits).map_err(|_| ()),
-            None => Ok(None),
-        };
-        match parsed {
-            Ok(head) => {
-                c.session
-                    .finish_dynamic(head.as_ref(), req, outcome, keep, started_us, &mut self.w)
-            }
-            Err(()) => c.session.close_after_write = true,
-        }
-        if c.output_waiting() {
-            self.batch.move_into(&mut c.pending);
-        } else if !self.batch.is_empty() {
-            match crate::wire::send(c.fd.as_fd(), &mut c.tls, &mut self.batch) {
-                Ok((_, Flushed::All)) => c.session.written(now),
-                Ok((_, Flushed::Blocked)) => {
-                    self.batch.move_into(&mut c.pending);
-                    c.deadline_ms = now + c.session.send_timeout_ms;
-                }
-                Err(_) => {
-                    self.batch.clear();
-                    return self.close(k);
-                }
-            }
-        }
-        self.ups.resume.push(k);
-    }
-
-    /// Go on with client connections whose exchange ended: close, or answer kept input
-    /// and read more (only if there may be more: the loop saw a readable edge).
-    pub(super) fn resume_proxied(&mut self, svc: &Service) {
-        for k in std::mem::take(&mut self.ups.more) {
-            let relaying = self.exchanges.get(k);
-            if relaying.is_some_and(|ex| !ex.paused && !ex.sending()) {
-                self.up_read(k, svc);
-            } else if self.exchanges.fcgi(k).is_some_and(|ex| !ex.paused) {
-                self.fcgi_read(k, svc);
-            }
-        }
-        while let Some(k) = self.ups.resume.pop() {
-            let Some(c) = self.conns.get_mut(k).filter(|_| !self.exchanges.running(k)) else {
-                continue;
-            };
-            c.read_stalled |= !c.session.inbuf.is_empty();
-            if c.output_waiting() || c.lingering {
-                continue; // the writable edge goes on (`ready`)
-            }
-            if c.session.close_after_write {
-                self.begin_close(k);
-            } else if c.read_stalled {
-                self.read(k, svc);
-            }
-        }
-    }
-
-    /// Events on a client connection while its exchange runs: write pending output (and
-    /// resume the upstream once it is gone); an error or a full hang-up ends the exchange;
-    /// input waits, and so does the end of it: a client that half-closes after sending its
-    /// (pipelined) requests still reads their answers (RFC 9112 9.6), so RDHUP alone is
-    /// read once the exchange is over, after the requests before it are answered.
-    pub(super) fn proxied_client_ready(&mut self, k: usize, flags: EventFlags, svc: &Service) {
-        if flags.intersects(EventFlags::ERR | EventFlags::HUP) {
-            return self.close(k);
-        }
-        let c = &mut self.conns[k];
-        c.read_stalled |= flags.intersects(EventFlags::IN | EventFlags::RDHUP);
-        if flags.contains(EventFlags::RDHUP) && c.fin_at_ms == 0 {
-            c.fin_at_ms = self.w.now_ms.max(1);
-        }
-        if flags.contains(EventFlags::OUT)
-            && c.output_waiting()
-            && self.flush_pending(k)
-            && !self.conns[k].output_waiting()
-        {
-            self.proxy_drained(k, svc);
-        }
-    }
-
-    /// A client connection closed during its exchange: its upstream connection is out of
-    /// sync and dropped; the server did nothing wrong.
-    pub(super) fn proxy_abandoned(&mut self, job: Job) {
-        match job {
-            Job::Proxy(mut ex) => {
-                if let Some(key) = ex.conn.take() {
-                    self.ups.drop_conn(key);
-                }
-                ex.release(true);
-            }
-            Job::Fcgi(mut ex) => {
-                if let Some(key) = ex.conn.take() {
-                    self.ups.drop_conn(key);
-                }
-            }
-        }
-    }
-
     /// The sweep's part for the proxy: idle upstream connections past their time or beyond
     /// `keepalive` and unused for a tick, and
     /// exchanges whose upstream did not progress in time (504 before an answer, else the
@@ -461,6 +356,7 @@ impl EventLoop {
         let now = self.w.now_ms;
         self.ups.expire(now);
         self.ups.trim(now, super::TICK_MS as u64);
+        self.body_sweep(svc);
         let due: Vec<usize> = self
             .exchanges
             .0

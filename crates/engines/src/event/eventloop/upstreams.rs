@@ -9,6 +9,7 @@ use crate::session::DynamicRequest;
 use gearshift_handlers::fastcgi::{FastCgiBackend, FcgiExchange};
 use gearshift_handlers::proxy::LoopExchange;
 use gearshift_handlers::stream::spool::Held;
+use gearshift_handlers::stream::streamed::StreamedBody;
 use rustix::fd::{BorrowedFd, OwnedFd};
 use rustix::io::Errno;
 use rustix::net::{AddressFamily, RecvFlags, SocketAddrUnix, SocketFlags, SocketType};
@@ -217,6 +218,30 @@ impl Job {
         match self {
             Job::Proxy(ex) => (&mut ex.paused, &mut ex.io_deadline, &mut ex.buffer),
             Job::Fcgi(ex) => (&mut ex.paused, &mut ex.io_deadline, &mut ex.buffer),
+        }
+    }
+
+    /// Its request body, when it streams (`bodyin.rs`).
+    pub(super) fn streamed(&mut self) -> &mut dyn StreamedBody {
+        match self {
+            Job::Proxy(ex) => &mut **ex,
+            Job::Fcgi(ex) => &mut **ex,
+        }
+    }
+
+    /// More of its request body is to come from the client.
+    pub(super) fn streams_body(&self) -> bool {
+        match self {
+            Job::Proxy(ex) => ex.streams_body(),
+            Job::Fcgi(ex) => ex.streams_body(),
+        }
+    }
+
+    /// The upstream connection in use, if any.
+    pub(super) fn conn(&self) -> Option<usize> {
+        match self {
+            Job::Proxy(ex) => ex.conn,
+            Job::Fcgi(ex) => ex.conn,
         }
     }
 
