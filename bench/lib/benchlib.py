@@ -51,44 +51,35 @@ def tree(root):
     return out
 
 
-def cpu_us(root):
-    """utime+stime (fields 14, 15) of root and descendants, in microseconds.
-
-    /proc/PID/stat of a process counts all its threads, live and exited."""
+def _tree_us(root, first, last):
+    """/proc/PID/stat fields first..last (0-based after the command) summed over root and
+    its descendants, in microseconds. A process's fields count all its threads, live and
+    exited."""
     ticks = 0
     for p in tree(root):
         try:
             f = _stat_fields(p)
         except OSError:
             continue
-        ticks += int(f[11]) + int(f[12])
+        ticks += sum(int(v) for v in f[first:last + 1])
     return ticks * 1_000_000 // CLK_TCK
+
+
+def cpu_us(root):
+    """utime+stime (fields 14, 15) of root and descendants, in microseconds."""
+    return _tree_us(root, 11, 12)
 
 
 def user_us(root):
     """utime (field 14) alone of root and descendants, in microseconds: the part of
     cpu_us spent in the server's own code (the rest is the kernel's: system calls, TCP)."""
-    ticks = 0
-    for p in tree(root):
-        try:
-            f = _stat_fields(p)
-        except OSError:
-            continue
-        ticks += int(f[11])
-    return ticks * 1_000_000 // CLK_TCK
+    return _tree_us(root, 11, 11)
 
 
 def cpu_all_us(root):
     """utime+stime+cutime+cstime (fields 14-17) of root and descendants, in microseconds:
     also the CPU of reaped children (CGI scripts), which plain cpu_us misses."""
-    ticks = 0
-    for p in tree(root):
-        try:
-            f = _stat_fields(p)
-        except OSError:
-            continue
-        ticks += sum(int(v) for v in f[11:15])
-    return ticks * 1_000_000 // CLK_TCK
+    return _tree_us(root, 11, 14)
 
 
 def rss_kib(root):

@@ -42,8 +42,7 @@ pub const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 /// §6.2: a server sends its own highest minor version).
 pub fn status_line(buf: &mut Vec<u8>, status: u16) {
     buf.extend_from_slice(b"HTTP/1.1 ");
-    let mut itoa = itoa_buf();
-    buf.extend_from_slice(itoa_fmt(&mut itoa, status as u64));
+    buf.extend_from_slice(itoa::Buffer::new().format(status).as_bytes());
     buf.push(b' ');
     buf.extend_from_slice(reason(status).as_bytes());
     buf.extend_from_slice(b"\r\n");
@@ -59,26 +58,7 @@ pub fn header(buf: &mut Vec<u8>, name: &str, value: &[u8]) {
 
 /// Append `name: N\r\n` for a number without allocating.
 pub fn header_u64(buf: &mut Vec<u8>, name: &str, n: u64) {
-    let mut itoa = itoa_buf();
-    header(buf, name, itoa_fmt(&mut itoa, n));
-}
-
-// A 20-digit decimal formatter: small enough not to warrant the itoa crate here.
-fn itoa_buf() -> [u8; 20] {
-    [0u8; 20]
-}
-
-fn itoa_fmt(buf: &mut [u8; 20], mut n: u64) -> &[u8] {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    &buf[i..]
+    header(buf, name, itoa::Buffer::new().format(n).as_bytes());
 }
 
 #[cfg(test)]
