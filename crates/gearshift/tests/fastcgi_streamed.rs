@@ -14,7 +14,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A FastCGI backend, a thread per connection, one request per connection. Scripts by
 /// SCRIPT_NAME: `/early.x` answers 413 once PARAMS are in, reads no STDIN and holds the
@@ -151,29 +151,6 @@ fn server(b: &Backend, http: &str) -> Server {
     s
 }
 
-/// On the event engine: no dynamic pool thread was ever started (the loop ran it all).
-fn assert_no_pool(s: &Server) {
-    if std::env::var("GEARSHIFT_TEST_ENGINE").is_ok_and(|e| e != "event") {
-        return;
-    }
-    let tasks = std::fs::read_dir(format!("/proc/{}/task", s.pid())).unwrap();
-    let pool = tasks
-        .flatten()
-        .filter(|t| {
-            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == "dynamic")
-        })
-        .count();
-    assert_eq!(pool, 0, "a dynamic pool thread ran a streamed body");
-}
-
-fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
-    let until = Instant::now() + Duration::from_secs(20);
-    while !f() {
-        assert!(Instant::now() < until, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 #[test]
 fn a_body_sent_in_pieces_reaches_the_backend_as_it_arrives() {
     let b = Backend::start();
@@ -195,7 +172,7 @@ fn a_body_sent_in_pieces_reaches_the_backend_as_it_arrives() {
         (r.status, r.text()),
         (200, format!("30000 {hash:016x} 30000"))
     );
-    assert_no_pool(&s);
+    assert_no_dynamic_pool(&s);
 }
 
 #[test]
@@ -230,7 +207,7 @@ fn large_and_chunked_uploads_arrive_intact() {
     );
     let peak = peak_kib(s.pid());
     assert!(peak < 48 * 1024, "peak RSS {peak} KiB for a 24 MiB upload");
-    assert_no_pool(&s);
+    assert_no_dynamic_pool(&s);
 }
 
 #[test]
@@ -294,7 +271,7 @@ fn continue_early_answers_and_leaving_peers() {
         "eof"
     );
     drop(b.ends);
-    assert_no_pool(&s);
+    assert_no_dynamic_pool(&s);
 }
 
 #[test]
@@ -314,7 +291,7 @@ fn a_client_stalling_in_its_body_is_answered_408() {
         b.ended.recv_timeout(Duration::from_secs(20)).unwrap(),
         "eof"
     );
-    assert_no_pool(&s);
+    assert_no_dynamic_pool(&s);
 }
 
 /// Streams php://input through crc32b: length and checksum.
@@ -371,5 +348,5 @@ fn php_fpm_reads_streamed_bodies_whole() {
     c.send(b"0\r\n\r\n");
     let r = c.response();
     assert_eq!((r.status, r.text()), (200, want), "{}", s.stderr_text());
-    assert_no_pool(&s);
+    assert_no_dynamic_pool(&s);
 }

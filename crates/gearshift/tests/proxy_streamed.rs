@@ -15,7 +15,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A proxy (one loop) streaming bodies to `upstream`; `http` goes into `[http]`,
 /// `up` into the upstream's section.
@@ -34,30 +34,6 @@ fn streaming_proxy(upstream: SocketAddr, http: &str, up: &str) -> Server {
 
 fn event_engine() -> bool {
     std::env::var("GEARSHIFT_TEST_ENGINE").map_or(true, |e| e == "event")
-}
-
-/// On the event engine: no dynamic pool thread was ever started (the loop ran it all).
-fn assert_no_pool(s: &Server) {
-    if !event_engine() {
-        return;
-    }
-    let tasks = std::fs::read_dir(format!("/proc/{}/task", s.pid())).unwrap();
-    let pool = tasks
-        .flatten()
-        .filter(|t| {
-            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == "dynamic")
-        })
-        .count();
-    assert_eq!(pool, 0, "a dynamic pool thread ran a streamed body");
-}
-
-/// Wait (generously) until `f` holds.
-fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
-    let until = Instant::now() + Duration::from_secs(20);
-    while !f() {
-        assert!(Instant::now() < until, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// Serve each connection of a raw upstream on its own thread.
@@ -139,7 +115,7 @@ fn a_body_sent_in_pieces_reaches_the_upstream_as_it_arrives() {
             seen.head
         );
     }
-    assert_no_pool(&p);
+    assert_no_dynamic_pool(&p);
 }
 
 #[test]
@@ -173,7 +149,7 @@ fn a_large_upload_arrives_intact_through_a_bounded_window() {
     // Nothing near the body's size was held (the binary alone is ~10 MiB resident).
     let peak = peak_kib(p.pid());
     assert!(peak < 48 * 1024, "peak RSS {peak} KiB for a 24 MiB upload");
-    assert_no_pool(&p);
+    assert_no_dynamic_pool(&p);
 }
 
 #[test]
@@ -203,7 +179,7 @@ fn pipelined_requests_after_a_streamed_body_are_answered_in_order() {
             format!("0 {FNV_START:016x}"),
         ]
     );
-    assert_no_pool(&p);
+    assert_no_dynamic_pool(&p);
 }
 
 #[test]
@@ -232,7 +208,7 @@ fn expect_continue_is_answered_before_the_body_and_too_large_is_refused_at_once(
     let _ = c.try_send(format!("30000\r\n{}\r\n", "x".repeat(0x30000)).as_bytes());
     assert_eq!(c.response().status, 413);
     assert!(up.conns.load(Ordering::SeqCst) <= conns + 1);
-    assert_no_pool(&p);
+    assert_no_dynamic_pool(&p);
 }
 
 #[test]
@@ -275,7 +251,7 @@ fn a_client_leaving_mid_body_ends_the_upstream_exchange() {
     assert!(end != "timeout" && got <= 20_000, "{got} {end}");
     // The server goes on.
     assert_eq!(p.get("/after").status, 200);
-    assert_no_pool(&p);
+    assert_no_dynamic_pool(&p);
 }
 
 #[test]
@@ -304,7 +280,7 @@ fn an_early_answer_is_relayed_while_the_body_is_going_and_the_rest_dropped() {
     c.send(b"GET /n HTTP/1.1\r\nHost: t\r\n\r\n");
     let r = c.response();
     assert_eq!((r.status, r.text()), (200, "next".to_string()));
-    assert_no_pool(&p);
+    assert_no_dynamic_pool(&p);
 }
 
 #[test]
@@ -326,7 +302,7 @@ fn an_upstream_leaving_mid_body_is_a_502() {
     }
     let r = c.response();
     assert_eq!(r.status, 502);
-    assert_no_pool(&p);
+    assert_no_dynamic_pool(&p);
 }
 
 #[test]
@@ -370,7 +346,7 @@ fn stalls_time_out_the_client_with_408_and_the_upstream_with_504() {
     assert_eq!(c.response().status, 504);
     drop(c);
     let _ = sender.join();
-    assert_no_pool(&p);
+    assert_no_dynamic_pool(&p);
 }
 
 /// A response on `s` (Content-Length framed): (head, body).
@@ -461,5 +437,5 @@ fn a_body_streams_over_tls_with_a_request_pipelined_after_it() {
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     let abc = fnv(b"abc", FNV_START);
     assert_eq!(String::from_utf8(text).unwrap(), format!("3 {abc:016x}"));
-    assert_no_pool(&p);
+    assert_no_dynamic_pool(&p);
 }

@@ -147,6 +147,32 @@ pub fn standard_docroot() -> TempDir {
     d
 }
 
+/// Wait (generously: 20 s) until `f` holds, checking every 10 ms; panics naming `what`.
+pub fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+    let until = Instant::now() + Duration::from_secs(20);
+    while !f() {
+        assert!(Instant::now() < until, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// On the event engine (the default), no thread of the dynamic pool was ever started in
+/// `s`: the loop itself ran every exchange (the pool's threads are named `dynamic` and
+/// start only when a request is handed to it).
+pub fn assert_no_dynamic_pool(s: &Server) {
+    if std::env::var("GEARSHIFT_TEST_ENGINE").is_ok_and(|e| e != "event") {
+        return;
+    }
+    let tasks = std::fs::read_dir(format!("/proc/{}/task", s.pid())).unwrap();
+    let pool = tasks
+        .flatten()
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == "dynamic")
+        })
+        .count();
+    assert_eq!(pool, 0, "a dynamic pool thread ran an exchange");
+}
+
 /// Poll `f` every 50 ms until it returns Some, at most `limit`.
 pub fn poll<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
     let start = Instant::now();
