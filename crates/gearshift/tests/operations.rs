@@ -321,3 +321,49 @@ fn sighup_with_a_broken_config_keeps_the_old_one() {
         "half-applied bad config"
     );
 }
+
+/// prefork: once a request has been answered with the reloaded configuration, none is
+/// answered with the old one. Idle children of the old configuration wait on the socket
+/// every idle child reads; one that receives a connection after the reload gives it back
+/// to the master instead of answering it (CI saw a 403 from the old `listing = false`).
+#[test]
+fn prefork_children_of_the_old_configuration_answer_nothing_after_a_reload() {
+    let (cfg, path) = config_file(&format!(
+        "{}[prefork]\nstart_servers = 8\nmin_spare_servers = 8\nmax_spare_servers = 16\n",
+        reload_config("max-age=1", false)
+    ));
+    let mut s = serve(
+        standard_docroot(),
+        &[
+            "--config",
+            &path,
+            "--listen",
+            "127.0.0.1:0",
+            "--engine",
+            "prefork",
+        ],
+    );
+    s.keep.push(cfg);
+    // Every child has served (and so waits on the socket again).
+    for _ in 0..16 {
+        assert_eq!(s.get("/file.txt").status, 200);
+    }
+    std::fs::write(
+        &path,
+        format!(
+            "{}[prefork]\nstart_servers = 8\nmin_spare_servers = 8\nmax_spare_servers = 16\n",
+            reload_config("max-age=2", true)
+        ),
+    )
+    .unwrap();
+    s.signal(libc::SIGHUP);
+    poll(Duration::from_secs(10), || {
+        (s.get("/nolisting/").status == 200).then_some(())
+    })
+    .expect("the reload is applied");
+    let statuses: Vec<u16> = (0..24).map(|_| s.get("/nolisting/").status).collect();
+    assert!(
+        statuses.iter().all(|&st| st == 200),
+        "answered with the old configuration after the new one: {statuses:?}"
+    );
+}

@@ -70,6 +70,13 @@ pub(super) fn child_main(
         let stale = || header.generation() != generation;
         let https_listeners = https.map(|_| listeners);
         let h = match take(to_rx, https_listeners, &stale, &acceptor, shared, &mut buf) {
+            // Reloaded while this child waited on the socket every idle child reads: the
+            // connection goes back to the master for a child of the new configuration
+            // (answered here, it would get the old one), and this child leaves.
+            Taken::Conn(h) if !draining && stale() => match pass::send(back_tx, h, false) {
+                Ok(()) => break,
+                Err(e) => *e.h,
+            },
             Taken::Conn(h) => h,
             Taken::Tls(fd, peer, listener) => {
                 let Some(t) = https.map(|t| t.accept(shared.now_ms())) else {
