@@ -132,7 +132,12 @@ mod tests {
         while log_tail(&log, 1).is_empty() && Instant::now() < end {
             std::thread::sleep(Duration::from_millis(10));
         }
-        assert!(is_ours(pid, "sleep") || is_ours(pid, "started"));
+        // Polled: while the shell execs sleep, /proc/PID/cmdline can read empty for a moment.
+        let ours = || is_ours(pid, "sleep") || is_ours(pid, "started");
+        while !ours() && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(ours());
         assert!(!is_ours(pid, "not-on-its-command-line"));
         assert!(cpu_seconds(pid).is_some());
         stop(pid, Duration::from_secs(2));
