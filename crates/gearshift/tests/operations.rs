@@ -330,10 +330,13 @@ fn sighup_with_a_broken_config_keeps_the_old_one() {
 /// to the master instead of answering it (CI saw a 403 from the old `listing = false`).
 #[test]
 fn prefork_children_of_the_old_configuration_answer_nothing_after_a_reload() {
-    let (cfg, path) = config_file(&format!(
-        "{}[prefork]\nstart_servers = 8\nmin_spare_servers = 8\nmax_spare_servers = 16\n",
-        reload_config("max-age=1", false)
-    ));
+    let config = |cache: &str, listing: bool| {
+        format!(
+            "{}[prefork]\nstart_servers = 8\nmin_spare_servers = 8\nmax_spare_servers = 16\n",
+            reload_config(cache, listing)
+        )
+    };
+    let (cfg, path) = config_file(&config("max-age=1", false));
     let mut s = serve(
         standard_docroot(),
         &[
@@ -350,14 +353,7 @@ fn prefork_children_of_the_old_configuration_answer_nothing_after_a_reload() {
     for _ in 0..16 {
         assert_eq!(s.get("/file.txt").status, 200);
     }
-    std::fs::write(
-        &path,
-        format!(
-            "{}[prefork]\nstart_servers = 8\nmin_spare_servers = 8\nmax_spare_servers = 16\n",
-            reload_config("max-age=2", true)
-        ),
-    )
-    .unwrap();
+    std::fs::write(&path, config("max-age=2", true)).unwrap();
     s.signal(libc::SIGHUP);
     poll(Duration::from_secs(10), || {
         (s.get("/nolisting/").status == 200).then_some(())

@@ -42,19 +42,6 @@ fn event_engine() -> bool {
     std::env::var("GEARSHIFT_TEST_ENGINE").map_or(true, |e| e == "event")
 }
 
-/// Read one request head from `s` (None at EOF).
-fn read_head(s: &mut TcpStream) -> Option<String> {
-    let mut head = Vec::new();
-    let mut b = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        match s.read(&mut b) {
-            Ok(1) => head.push(b[0]),
-            _ => return None,
-        }
-    }
-    Some(String::from_utf8_lossy(&head).into_owned())
-}
-
 /// Serve every connection of `l` on its own thread with `serve`.
 fn upstream(l: TcpListener, serve: impl Fn(TcpStream) + Send + Sync + 'static) {
     let serve = Arc::new(serve);

@@ -50,19 +50,6 @@ fn raw_upstream(serve: impl Fn(TcpStream) + Send + Sync + 'static) -> SocketAddr
     addr
 }
 
-/// Read one request head (None at EOF).
-fn read_head(s: &mut TcpStream) -> Option<String> {
-    let mut head = Vec::new();
-    let mut b = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        match s.read(&mut b) {
-            Ok(1) => head.push(b[0]),
-            _ => return None,
-        }
-    }
-    Some(String::from_utf8_lossy(&head).into_owned())
-}
-
 /// The digest answer of the recording upstream: the body's length and hash.
 fn digest(r: &Seen) -> Vec<u8> {
     let text = format!("{} {:016x}", r.body_len, r.body_hash);

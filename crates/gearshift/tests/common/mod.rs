@@ -147,6 +147,20 @@ pub fn standard_docroot() -> TempDir {
     d
 }
 
+/// Read one request head from `s`, byte by byte so nothing after it is consumed (None at
+/// EOF or on an error): for test upstreams.
+pub fn read_head(s: &mut impl std::io::Read) -> Option<String> {
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match s.read(&mut b) {
+            Ok(1) => head.push(b[0]),
+            _ => return None,
+        }
+    }
+    Some(String::from_utf8_lossy(&head).into_owned())
+}
+
 /// Wait (generously: 20 s) until `f` holds, checking every 10 ms; panics naming `what`.
 pub fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
     let until = Instant::now() + Duration::from_secs(20);
