@@ -237,6 +237,10 @@ pub mod fastcgi {
     /// Requests on one backend connection before it is closed. nginx upstream
     /// `keepalive_requests 1000`.
     pub const KEEPALIVE_REQUESTS: u64 = 1000;
+    /// A script found beneath the root is trusted this long before it is opened again:
+    /// once a second, as the object cache revalidates (`CACHE_REVALIDATE_MS`, issue 3);
+    /// nginx's `open_file_cache_valid` is 60 s.
+    pub const SCRIPT_CHECK_MS: u64 = super::CACHE_REVALIDATE_MS;
     /// Wait for the answer to FCGI_GET_VALUES (ours: it only informs; php-fpm answers at
     /// once, an application that ignores management records should not hold a request).
     pub const PROBE_TIMEOUT: Duration = Duration::from_millis(500);

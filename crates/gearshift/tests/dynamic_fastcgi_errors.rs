@@ -1,7 +1,8 @@
 //! FastCGI failure modes end to end, each with its status: backend down 502 (TCP and Unix
 //! socket), over the connection cap 503, a script past the read timeout 504 with its
 //! backend connection closed, malformed answers from a Python backend 502 and
-//! FCGI_OVERLOADED 503, and a script that does not exist 404 without asking the backend.
+//! FCGI_OVERLOADED 503, and a script that does not exist 404 without asking the backend
+//! (one found is trusted for `script_check_ms`).
 //! Split from dynamic_fastcgi.rs (what works); same PHP site (`php_site/`). Skipped, with
 //! a printed line, only when php-fpm is missing and we are not root to install it.
 
@@ -147,4 +148,33 @@ fn a_script_that_does_not_exist_is_404_without_asking_the_backend() {
     s.root().mkdir("dir.php");
     assert_eq!(s.get("/dir.php").status, 404);
     assert_eq!(s.get("/info.php").status, 200, "real scripts still run");
+}
+
+#[test]
+fn a_script_found_is_trusted_for_script_check_ms_then_looked_for_again() {
+    // The check above costs an open, an fstat and a close per request: a script found is
+    // trusted for `script_check_ms` (as nginx's open_file_cache). One removed within the
+    // window reaches php-fpm, which answers its own 404; with 0 the server looks every time.
+    let Some(bin) = fpm_or_skip("a_script_found_is_trusted") else {
+        return;
+    };
+    for (window, removed_by) in [("600000", "php-fpm"), ("0", "gearshift")] {
+        let (_fpm, s) = setup(&bin, false, &format!("script_check_ms = {window}\n"));
+        let script = s.root().write("gone.php", "<?php echo 'here';");
+        let r = s.get("/gone.php");
+        assert_eq!((r.status, r.text().as_str()), (200, "here"), "{window}");
+        std::fs::remove_file(script).unwrap();
+        let r = s.get("/gone.php");
+        assert_eq!(r.status, 404, "{window}: {}", show(&r.raw_head));
+        let by_fpm = r.header("x-powered-by").is_some() || r.text().contains("File not found.");
+        assert_eq!(
+            by_fpm,
+            removed_by == "php-fpm",
+            "script_check_ms = {window}: 404 from {removed_by} expected: {}",
+            show(&r.raw_head)
+        );
+        // A missing script is never remembered: written again, it runs at once.
+        s.root().write("gone.php", "<?php echo 'back';");
+        assert_eq!(s.get("/gone.php").text(), "back", "{window}");
+    }
 }

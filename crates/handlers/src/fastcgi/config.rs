@@ -43,6 +43,9 @@ pub struct FastCgiConfig {
     /// Largest temporary file of a held response; past it the response goes on as the client
     /// reads (`*_max_temp_file_size`).
     pub max_temp_file_bytes: u64,
+    /// A script found beneath the root is trusted this long before it is opened again
+    /// (0: opened on every request).
+    pub script_check_ms: u64,
 }
 
 impl Default for FastCgiConfig {
@@ -66,6 +69,7 @@ impl Default for FastCgiConfig {
             request_buffer_bytes: b.request_buffer_bytes,
             response_buffer_bytes: b.response_buffer_bytes,
             max_temp_file_bytes: b.max_temp_file_bytes,
+            script_check_ms: d::SCRIPT_CHECK_MS,
         }
     }
 }

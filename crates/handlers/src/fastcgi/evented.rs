@@ -24,7 +24,7 @@
 use super::conn::Backend;
 use super::{record, FastCgi, Slot, ID};
 use crate::dispatch::Peers;
-use crate::files::fs::{Kind as FileKind, OpenError, Root};
+use crate::files::fs::Root;
 use crate::stream::framing::Framer;
 use crate::stream::spool::{BodySpool, Buffering, Held, SpoolReader};
 use gearshift_core::defaults::fastcgi as d;
@@ -179,11 +179,9 @@ impl FastCgi {
         };
         // As `serve`: the script must be a file beneath the root before the backend hears
         // of it (nginx: try_files $fastcgi_script_name =404).
-        match root.open_file(&script.script_name[1..]) {
-            Ok((_, meta)) if meta.kind == FileKind::File => {}
-            Ok(_) | Err(OpenError::NotFound) => return Some(ex.answer(404)),
-            Err(OpenError::Forbidden) => return Some(ex.answer(403)),
-            Err(OpenError::Io) => return Some(ex.answer(500)),
+        let now_ms = ex.started_us / 1000;
+        if let Some(status) = self.checked.status(root, &script.script_name[1..], now_ms) {
+            return Some(ex.answer(status));
         }
         if !self.busy.acquire(self.max_connections) {
             gearshift_core::warn_limited!(

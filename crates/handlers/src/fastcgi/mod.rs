@@ -22,6 +22,7 @@
 //! other requests on that connection. A client that leaves gets FCGI_ABORT_REQUEST sent for its id;
 //! a connection that dies fails (502) or cuts every request on it.
 
+mod checked;
 pub mod config;
 mod conn;
 mod evented;
@@ -77,6 +78,8 @@ pub struct FastCgi {
     pool: Arc<ConnPool>,
     policy: PathPolicy,
     root: Vec<u8>,
+    /// Scripts found lately (`script_check_ms`).
+    checked: checked::Checked,
 }
 
 struct Slot(Arc<Count>);
@@ -126,6 +129,7 @@ impl FastCgi {
                 allow_hidden: files.hidden,
             },
             root: root.as_os_str().as_bytes().to_vec(),
+            checked: checked::Checked::new(cfg.script_check_ms),
         })
     }
 

@@ -10,7 +10,7 @@ use super::{spool, FastCgi, Slot, FEED_DONE, FEED_GONE, FEED_RUNNING};
 use crate::cgi::env::ScriptPath;
 use crate::cgi::Served;
 use crate::dispatch::Peers;
-use crate::files::fs::{Kind as FileKind, OpenError, Root};
+use crate::files::fs::Root;
 use crate::stream::{BodyIn, Out};
 use gearshift_http::{Framing, RequestHead};
 use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
@@ -68,13 +68,8 @@ impl FastCgi {
         // The script must exist (a file, beneath the root) before anything reaches the
         // backend: `/uploads/a.jpg/x.php` names no script, and php-fpm's cgi.fix_pathinfo
         // would run uploads/a.jpg instead (nginx: try_files $fastcgi_script_name =404).
-        let status = match root.open_file(&script.script_name[1..]) {
-            Ok((_, meta)) if meta.kind == FileKind::File => None,
-            Ok(_) | Err(OpenError::NotFound) => Some(404),
-            Err(OpenError::Forbidden) => Some(403),
-            Err(OpenError::Io) => Some(500),
-        };
-        if let Some(status) = status {
+        let now_ms = gearshift_core::metrics::now_us() / 1000;
+        if let Some(status) = self.checked.status(root, &script.script_name[1..], now_ms) {
             return Served::Done(out.error(status, &[], false));
         }
         if !self.busy.acquire(self.max_connections) {
