@@ -2,7 +2,7 @@
 //! in the framing the forwarded head declared, and reads bounded by both the per-read
 //! timeout and the exchange's total deadline, which give up early when the client hangs up.
 
-use super::{done, Step, Try};
+use super::blocking::{done, Step, Try};
 use crate::dispatch::body_failed;
 use crate::stream::{BodyFail, BodyIn, Out};
 use gearshift_http::Framing;
