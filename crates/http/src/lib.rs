@@ -19,6 +19,7 @@ pub mod proxied;
 pub mod range;
 pub mod response;
 pub mod shape;
+mod target;
 
 pub use body::{BodyDecoder, BodyError, Decoded, Framing};
 pub use conn::{Conn, Event, Phase, SlowReason};

@@ -18,11 +18,12 @@
 
 use std::mem::MaybeUninit;
 
+use crate::authority::byte_map;
 pub use crate::authority::valid_authority;
-use crate::authority::{byte_map, same_authority};
 use crate::body::{Framing, FramingFields};
 pub use crate::header_list::Header;
 use crate::limits::Limits;
+use crate::target::split_target;
 
 /// Request method. `Other` keeps the raw token in `RequestHead::method_raw`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -374,7 +375,9 @@ fn build<'b>(
         return Err(Bad("missing Host"));
     }
 
-    let (path, query, target_host) = split_target(method, target, host_hdr)?;
+    let (connect, options) = (method == Method::Connect, method == Method::Options);
+    let (path, query, target_host) =
+        split_target(target, host_hdr, connect, options).map_err(Bad)?;
     let framing = framing.resolve(version, limits.max_body)?;
     let keep_alive = match version {
         Version::Http11 => !close,
@@ -395,81 +398,6 @@ fn build<'b>(
         head_len,
         listener: 0,
     })
-}
-
-type TargetParts<'b> = (&'b [u8], Option<&'b [u8]>, Option<&'b [u8]>);
-
-/// Split the request-target (RFC 9112 §3.2) into path, query and the host it names. An
-/// absolute-form's authority must be the `Host` sent with it (§3.2: "identical"), up to case
-/// and the scheme's default port; a proxy or cache choosing by one and a server by the
-/// other is how requests get routed where they should not.
-fn split_target<'b>(
-    method: Method,
-    target: &'b [u8],
-    host: Option<&[u8]>,
-) -> Result<TargetParts<'b>, ParseError> {
-    if target[0] == b'/' {
-        let (path, query) = split_query(target);
-        if method == Method::Connect {
-            return Err(Bad("CONNECT needs an authority-form target"));
-        }
-        return Ok((path, query, None));
-    }
-    if target == b"*" {
-        return match method {
-            Method::Options => Ok((target, None, None)),
-            _ => Err(Bad("asterisk-form is only for OPTIONS")),
-        };
-    }
-    if method == Method::Connect {
-        return if valid_authority(target, true) {
-            Ok((&target[..0], None, Some(target)))
-        } else {
-            Err(Bad("invalid CONNECT authority"))
-        };
-    }
-    let (after_scheme, default_port) = if starts_with_ci(target, b"http://") {
-        (&target[7..], 80)
-    } else if starts_with_ci(target, b"https://") {
-        (&target[8..], 443)
-    } else {
-        return Err(Bad("unsupported request target"));
-    };
-    let end = after_scheme
-        .iter()
-        .position(|&b| b == b'/' || b == b'?')
-        .unwrap_or(after_scheme.len());
-    let (authority, rest) = after_scheme.split_at(end);
-    if authority.is_empty() || !valid_authority(authority, false) {
-        return Err(Bad("invalid authority in absolute-form target"));
-    }
-    if let Some(h) = host {
-        if !same_authority(authority, h, default_port) {
-            return Err(Bad(
-                "Host differs from the absolute-form target's authority",
-            ));
-        }
-    }
-    let (path, query) = split_query(rest);
-    let path: &[u8] = if path.is_empty() { b"/" } else { path };
-    Ok((path, query, Some(authority)))
-}
-
-fn split_query(t: &[u8]) -> (&[u8], Option<&[u8]>) {
-    // memchr's vector set-up costs more than a plain scan of a short target (most are).
-    let q = if t.len() < 64 {
-        t.iter().position(|&b| b == b'?')
-    } else {
-        memchr::memchr(b'?', t)
-    };
-    match q {
-        Some(q) => (&t[..q], Some(&t[q + 1..])),
-        None => (t, None),
-    }
-}
-
-fn starts_with_ci(s: &[u8], prefix: &[u8]) -> bool {
-    s.len() >= prefix.len() && s[..prefix.len()].eq_ignore_ascii_case(prefix)
 }
 
 /// Non-empty elements of a comma-separated field value, OWS-trimmed (RFC 9110 §5.6.1).

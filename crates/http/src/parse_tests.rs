@@ -1,4 +1,5 @@
 use super::*;
+use crate::target::split_query;
 use proptest::prelude::*;
 
 fn parse(input: &[u8]) -> Result<Option<RequestHead<'_>>, ParseError> {
