@@ -23,6 +23,7 @@ use std::net::SocketAddr;
 const MAX_QUEUED: u64 = 256 * 1024;
 
 mod dynamic;
+mod failing;
 mod framed;
 mod redirect;
 mod thread_ctx;
@@ -439,59 +440,6 @@ impl Session {
         if !keep_alive {
             self.close_after_write = true;
         }
-    }
-
-    /// Answer a protocol error with `status` and close.
-    fn fail(&mut self, status: u16, w: &mut ThreadCtx, out: &mut Batch) {
-        self.fail_with(status, &[], w, out);
-    }
-
-    /// `fail` with `extra` header fields.
-    fn fail_with(
-        &mut self,
-        status: u16,
-        extra: &[(&str, &[u8])],
-        w: &mut ThreadCtx,
-        out: &mut Batch,
-    ) {
-        let ctx = closing_ctx(w);
-        let outcome = respond::error(out, &ctx, status, extra);
-        self.count(w, self.head_us, outcome.status, outcome.body_bytes, 0);
-        w.requests += 1;
-        if let Some(log) = &mut w.log {
-            log.log(&Record {
-                remote: self.peer,
-                time_unix: w.date.second(),
-                method: b"-",
-                target: b"-",
-                version: "-",
-                status: outcome.status,
-                bytes: outcome.body_bytes,
-                referer: None,
-                user_agent: None,
-                duration_us: 0,
-                site: None,
-            });
-        }
-        self.close_after_write = true;
-    }
-
-    /// Answer a connection whose client was too slow sending a head (408), then close.
-    pub fn timeout_response(&mut self, w: &ThreadCtx, out: &mut Batch) {
-        let ctx = closing_ctx(w);
-        respond::error(out, &ctx, 408, &[]);
-        self.close_after_write = true;
-    }
-}
-
-/// The context of an error answer that closes the connection (no request to go by).
-fn closing_ctx(w: &ThreadCtx) -> Ctx<'_> {
-    Ctx {
-        now_ms: w.now_ms,
-        date: w.date.get(),
-        keep_alive: false,
-        version: Version::Http11,
-        head_only: false,
     }
 }
 
