@@ -102,6 +102,8 @@ pub struct Front {
     buf: Vec<u8>,
     last_sweep_ms: u64,
     events: EventVec,
+    /// Asked before every connection taken (`gate_accepts`).
+    gate: Option<Box<dyn Fn() -> bool + Send>>,
     /// It accepts on the HTTPS listeners too (`plain_only` turns it off).
     https: bool,
     /// Connections stay in the epoll set while workers of this process hold them
@@ -129,6 +131,7 @@ impl Front {
             buf: vec![0; 16 * 1024],
             last_sweep_ms: 0,
             events: EventVec::with_capacity(256),
+            gate: None,
             https: true,
             keep: false,
         };
@@ -173,6 +176,14 @@ impl Front {
     /// Let the stage accept, or not (it stops at its next turn).
     pub fn set_accepting(&mut self, on: bool) {
         self.may_accept = on;
+    }
+
+    /// Take a connection only while `gate` says so, asked just before each accept (a
+    /// worker child: not once the configuration it holds was reloaded, which it would
+    /// otherwise notice only at its next turn, after answering with the old one). Once it
+    /// says no, the stage stops accepting as `set_accepting(false)` does.
+    pub fn gate_accepts(&mut self, gate: Box<dyn Fn() -> bool + Send>) {
+        self.gate = Some(gate);
     }
 
     /// Connections held: waiting, ready, and with workers.
@@ -230,6 +241,19 @@ impl Front {
         if now >= self.last_sweep_ms + SWEEP_MS || self.held() >= self.cap {
             self.last_sweep_ms = now;
             self.sweep(listeners, shared, svc, now);
+            // A connection another process's stage was woken for and left in the shared
+            // backlog (its gate said no, it was full or draining) wakes no one else: with
+            // EPOLLEXCLUSIVE the kernel woke that stage alone. Look for one now and then.
+            if self.exclusive && self.listening && self.may_accept {
+                let https = self.https;
+                let mine: Vec<usize> = (listeners.iter().enumerate())
+                    .filter(|(_, l)| https || !l.https)
+                    .map(|(i, _)| i)
+                    .collect();
+                for i in mine {
+                    self.accept(listeners, i, shared, svc, now);
+                }
+            }
         }
         // Accept again once there is room (and the back-off is over).
         let room = self.may_accept
@@ -326,6 +350,10 @@ impl Front {
     ) {
         for _ in 0..64 {
             if self.held() >= self.cap || shared.life.is_draining() {
+                return;
+            }
+            if self.gate.as_ref().is_some_and(|open| !open()) {
+                self.may_accept = false;
                 return;
             }
             match listeners.accept(i, &self.acceptor, shared, now) {

@@ -22,6 +22,7 @@ use crate::front::Front;
 use crate::listeners::Listeners;
 use crate::scoreboard::{Header, Scoreboard, Slot, State};
 use crate::shared::Shared;
+use std::sync::Arc;
 
 /// Token of the hub's eventfd in the stage's epoll set.
 const WAKE: u64 = 0;
@@ -47,7 +48,7 @@ impl<'a> Listener<'a> {
         listener: &'a Listeners,
         hub: &'a Hub,
         shared: &'a Shared,
-        board: &'a Scoreboard,
+        board: &'a Arc<Scoreboard>,
         i: usize,
         generation: u32,
     ) -> std::io::Result<Listener<'a>> {
@@ -55,8 +56,14 @@ impl<'a> Listener<'a> {
             shared.service.load().max_connections,
             crate::limits::nofile(),
         );
-        let front = Front::new(listener, cap, true)?;
+        let mut front = Front::new(listener, cap, true)?;
         front.watch(rustix::fd::AsFd::as_fd(&hub.wake), WAKE)?;
+        // Reloaded: no connection is taken with the old configuration, not even in the
+        // turn that would notice it (the replacements, forked at the reload, take them).
+        let board_at_accept = board.clone();
+        front.gate_accepts(Box::new(move || {
+            board_at_accept.header().generation() == generation
+        }));
         Ok(Listener {
             front,
             listener,
