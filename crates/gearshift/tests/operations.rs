@@ -329,39 +329,9 @@ fn sighup_with_a_broken_config_keeps_the_old_one() {
 /// to the master instead of answering it (CI saw a 403 from the old `listing = false`).
 #[test]
 fn prefork_children_of_the_old_configuration_answer_nothing_after_a_reload() {
-    let config = |cache: &str, listing: bool| {
-        format!(
-            "{}[prefork]\nstart_servers = 8\nmin_spare_servers = 8\nmax_spare_servers = 16\n",
-            reload_config(cache, listing)
-        )
-    };
-    let (cfg, path) = config_file(&config("max-age=1", false));
-    let mut s = serve(
-        standard_docroot(),
-        &[
-            "--config",
-            &path,
-            "--listen",
-            "127.0.0.1:0",
-            "--engine",
-            "prefork",
-        ],
-    );
-    s.keep.push(cfg);
-    // Every child has served (and so waits on the socket again).
-    for _ in 0..16 {
-        assert_eq!(s.get("/file.txt").status, 200);
-    }
-    std::fs::write(&path, config("max-age=2", true)).unwrap();
-    s.signal(libc::SIGHUP);
-    poll(Duration::from_secs(10), || {
-        (s.get("/nolisting/").status == 200).then_some(())
-    })
-    .expect("the reload is applied");
-    let statuses: Vec<u16> = (0..24).map(|_| s.get("/nolisting/").status).collect();
-    assert!(
-        statuses.iter().all(|&st| st == 200),
-        "answered with the old configuration after the new one: {statuses:?}"
+    no_old_answer_after_a_reload(
+        "prefork",
+        "[prefork]\nstart_servers = 8\nmin_spare_servers = 8\nmax_spare_servers = 16\n",
     );
 }
 
@@ -371,25 +341,28 @@ fn prefork_children_of_the_old_configuration_answer_nothing_after_a_reload() {
 /// connection it leaves in the backlog is found by the replacements.
 #[test]
 fn worker_children_of_the_old_configuration_answer_nothing_after_a_reload() {
-    let config = |cache: &str, listing: bool| {
-        format!(
-            "{}[worker]\nstart_servers = 4\nthreads_per_child = 2\nmin_spare_threads = 2\nmax_spare_threads = 64\nmax_request_workers = 32\n",
-            reload_config(cache, listing)
-        )
-    };
-    let (cfg, path) = config_file(&config("max-age=1", false));
-    let mut s = serve(
-        standard_docroot(),
-        &[
-            "--config",
-            &path,
-            "--listen",
-            "127.0.0.1:0",
-            "--engine",
-            "worker",
-        ],
+    no_old_answer_after_a_reload(
+        "worker",
+        "[worker]\nstart_servers = 4\nthreads_per_child = 2\nmin_spare_threads = 2\nmax_spare_threads = 64\nmax_request_workers = 32\n",
     );
+}
+
+/// Serve with `engine` and its `section`, reload (listing off -> on), and once one answer
+/// has the new configuration, 40 requests on new connections all have it.
+fn no_old_answer_after_a_reload(engine: &str, section: &str) {
+    let config = |cache: &str, listing: bool| format!("{}{section}", reload_config(cache, listing));
+    let (cfg, path) = config_file(&config("max-age=1", false));
+    let args = [
+        "--config",
+        &path,
+        "--listen",
+        "127.0.0.1:0",
+        "--engine",
+        engine,
+    ];
+    let mut s = serve(standard_docroot(), &args);
     s.keep.push(cfg);
+    // Every child has served (and so waits for connections again).
     for _ in 0..16 {
         assert_eq!(s.get("/file.txt").status, 200);
     }
@@ -402,6 +375,6 @@ fn worker_children_of_the_old_configuration_answer_nothing_after_a_reload() {
     let statuses: Vec<u16> = (0..40).map(|_| s.get("/nolisting/").status).collect();
     assert!(
         statuses.iter().all(|&st| st == 200),
-        "answered with the old configuration after the new one: {statuses:?}"
+        "{engine}: answered with the old configuration after the new one: {statuses:?}"
     );
 }
