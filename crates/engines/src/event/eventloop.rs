@@ -32,6 +32,7 @@ mod client_side;
 mod fcgi;
 mod handoff;
 mod proxied;
+mod push;
 mod sweep;
 mod upstreams;
 

@@ -16,6 +16,7 @@
 //! go to the dynamic pool as before.
 
 use super::proxied::RELAY_READS;
+use super::push::Pushed;
 use super::upstreams::{connect_peer, recv, Job, Peer, Running, UpConn, UPSTREAM};
 use super::EventLoop;
 use crate::session::DynamicRequest;
@@ -25,7 +26,6 @@ use gearshift_handlers::{Route, Service};
 use rustix::event::epoll::{self, EventData, EventFlags};
 use rustix::fd::AsFd;
 use rustix::io::Errno;
-use rustix::net::SendFlags;
 
 impl EventLoop {
     /// Run the FastCGI request `req` of client connection `k` here if the handler lets
@@ -166,45 +166,29 @@ impl EventLoop {
     /// Send what the exchange has to send until the socket is full or all went out.
     pub(super) fn fcgi_send(&mut self, k: usize, svc: &Service) {
         let now = self.w.now_ms;
-        let ex = self.exchanges.fcgi_mut(k).expect("exchange");
-        let Some(u) = ex.conn.and_then(|key| self.ups.conns.get(key)) else {
+        let Some(job) = self.exchanges.job_mut(k) else {
             return;
         };
-        loop {
-            let data = match ex.to_send() {
-                Some(d) => d,
-                None => {
-                    // The spooled body could not be read: 500 (or a cut answer).
-                    if let Some(key) = ex.conn.take() {
-                        self.ups.drop_conn(key);
-                    }
-                    if ex.unanswered() {
-                        return self.fcgi_next(k, svc);
-                    }
-                    ex.broken = true;
-                    return self.fcgi_end(k, false, svc);
+        let Some(u) = job.conn().and_then(|key| self.ups.conns.get(key)) else {
+            return;
+        };
+        match job.push_request(u.fd.as_fd(), now) {
+            Pushed::Sent | Pushed::Full => {}
+            Pushed::BodyRefused => self.fcgi_read(k, svc),
+            Pushed::Failed => self.fcgi_failed(k, false, false, svc),
+            Pushed::SpoolFailed => {
+                // The spooled body could not be read: 500 (or a cut answer).
+                let ex = self.exchanges.fcgi_mut(k).expect("exchange");
+                if let Some(key) = ex.conn.take() {
+                    self.ups.drop_conn(key);
                 }
-            };
-            if data.is_empty() {
-                break;
-            }
-            match rustix::net::send(&u.fd, data, SendFlags::NOSIGNAL) {
-                Ok(n) => {
-                    ex.sent(n);
-                    ex.progress(now);
+                if ex.unanswered() {
+                    return self.fcgi_next(k, svc);
                 }
-                Err(Errno::INTR) => {}
-                Err(Errno::AGAIN) => return, // the next writable edge goes on
-                // The backend stopped taking a streamed body: its answer may be there.
-                Err(_) if ex.streamed() && ex.head_sent() => {
-                    ex.refuse_body();
-                    ex.progress(now); // its read timeout from now
-                    return self.fcgi_read(k, svc);
-                }
-                Err(_) => return self.fcgi_failed(k, false, false, svc),
+                ex.broken = true;
+                self.fcgi_end(k, false, svc);
             }
         }
-        ex.progress(now);
     }
 
     /// Read the backend's records and relay the answer until it ends, the socket is

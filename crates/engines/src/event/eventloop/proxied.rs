@@ -10,6 +10,7 @@
 //! Timeouts come from the loop's sweep (`proxy_sweep`). A body that streams as it arrives
 //! (`request_buffering = false`) goes upstream from here too (`bodyin.rs`).
 
+use super::push::Pushed;
 use super::upstreams::{connect, recv, Job, Peer, Running, UpConn, UPSTREAM};
 use super::EventLoop;
 use gearshift_core::output::Flushed;
@@ -18,7 +19,6 @@ use gearshift_handlers::Service;
 use rustix::event::epoll::{self, EventData, EventFlags};
 use rustix::fd::AsFd;
 use rustix::io::Errno;
-use rustix::net::SendFlags;
 
 /// Upstream reads (of `READ_BUF`) one exchange relays before other connections get a turn,
 /// so a large download to a fast client does not hold the loop: 1 MiB.
@@ -167,38 +167,25 @@ impl EventLoop {
     /// (or the window of one that streams).
     pub(super) fn up_send(&mut self, k: usize, svc: &Service) {
         let now = self.w.now_ms;
-        let ex = self.exchanges.get_mut(k).expect("exchange");
-        let Some(u) = ex.conn.and_then(|key| self.ups.conns.get(key)) else {
+        let Some(job) = self.exchanges.job_mut(k) else {
             return;
         };
-        loop {
-            let Some(data) = ex.to_send() else {
+        let Some(u) = job.conn().and_then(|key| self.ups.conns.get(key)) else {
+            return;
+        };
+        match job.push_request(u.fd.as_fd(), now) {
+            Pushed::Sent | Pushed::Full => {}
+            Pushed::BodyRefused => self.up_read(k, svc),
+            Pushed::Failed => self.up_failed(k, false, false, svc),
+            Pushed::SpoolFailed => {
                 // The body's temporary file failed: 500, nothing more tried.
+                let ex = self.exchanges.get_mut(k).expect("exchange");
                 if let Some(key) = ex.conn.take() {
                     self.ups.drop_conn(key);
                 }
-                return self.proxy_next(k, svc);
-            };
-            if data.is_empty() {
-                break;
-            }
-            match rustix::net::send(&u.fd, data, SendFlags::NOSIGNAL) {
-                Ok(n) => {
-                    ex.sent(n);
-                    ex.progress(now);
-                }
-                Err(Errno::INTR) => {}
-                Err(Errno::AGAIN) => return, // the next writable edge goes on
-                // The upstream stopped taking a streamed body: its answer may be there.
-                Err(_) if ex.streamed() && ex.head_sent() => {
-                    ex.refuse_body();
-                    ex.progress(now); // its read timeout from now
-                    return self.up_read(k, svc);
-                }
-                Err(_) => return self.up_failed(k, false, false, svc),
+                self.proxy_next(k, svc);
             }
         }
-        ex.progress(now);
     }
 
     /// Read the upstream's answer and relay it until it ends, the upstream socket is
