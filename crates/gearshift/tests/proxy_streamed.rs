@@ -336,28 +336,6 @@ fn stalls_time_out_the_client_with_408_and_the_upstream_with_504() {
     assert_no_dynamic_pool(&p);
 }
 
-/// A response on `s` (Content-Length framed): (head, body).
-fn tls_answer(s: &mut impl Read) -> (String, Vec<u8>) {
-    let mut head = Vec::new();
-    let mut b = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        assert_eq!(s.read(&mut b).unwrap(), 1, "head cut short: {head:?}");
-        head.push(b[0]);
-    }
-    let head = String::from_utf8(head).unwrap();
-    let len = head
-        .lines()
-        .find_map(|l| {
-            l.to_ascii_lowercase()
-                .strip_prefix("content-length: ")
-                .map(|v| v.trim().parse().unwrap())
-        })
-        .unwrap_or(0);
-    let mut body = vec![0u8; len];
-    s.read_exact(&mut body).unwrap();
-    (head, body)
-}
-
 #[test]
 fn a_body_streams_over_tls_with_a_request_pipelined_after_it() {
     let up = Upstream::start(digest);
@@ -413,14 +391,14 @@ fn a_body_streams_over_tls_with_a_request_pipelined_after_it() {
     s.write_all(b"POST /n HTTP/1.1\r\nHost: localhost\r\nContent-Length: 3\r\n\r\nabc")
         .unwrap();
     s.flush().unwrap();
-    let (head, text) = tls_answer(&mut s);
+    let (head, text) = read_answer(&mut s);
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     let hash = fnv(&body, FNV_START);
     assert_eq!(
         String::from_utf8(text).unwrap(),
         format!("{LEN} {hash:016x}")
     );
-    let (head, text) = tls_answer(&mut s);
+    let (head, text) = read_answer(&mut s);
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     let abc = fnv(b"abc", FNV_START);
     assert_eq!(String::from_utf8(text).unwrap(), format!("3 {abc:016x}"));

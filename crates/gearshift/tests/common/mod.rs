@@ -161,6 +161,23 @@ pub fn read_head(s: &mut impl std::io::Read) -> Option<String> {
     Some(String::from_utf8_lossy(&head).into_owned())
 }
 
+/// A Content-Length-framed answer read from `s` (any stream: plain, or a TLS client's):
+/// its head, and its body (empty without Content-Length). Panics if the head is cut short.
+pub fn read_answer(s: &mut impl std::io::Read) -> (String, Vec<u8>) {
+    let head = read_head(s).expect("head cut short");
+    let len = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length: ")
+                .map(|v| v.trim().parse().unwrap())
+        })
+        .unwrap_or(0);
+    let mut body = vec![0u8; len];
+    s.read_exact(&mut body).unwrap();
+    (head, body)
+}
+
 /// Wait (generously: 20 s) until `f` holds, checking every 10 ms; panics naming `what`.
 pub fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
     let until = Instant::now() + Duration::from_secs(20);

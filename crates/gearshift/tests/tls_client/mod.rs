@@ -7,7 +7,7 @@
 use super::common::*;
 use super::test_ca::Ca;
 use rustls::pki_types::ServerName;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::Duration;
@@ -121,22 +121,5 @@ pub fn get(s: &mut Stream, path: &str, extra: &str) -> (String, Vec<u8>) {
 
 /// Read a response (Content-Length framed): (head, body).
 pub fn answer(s: &mut Stream) -> (String, Vec<u8>) {
-    let mut buf = Vec::new();
-    let mut byte = [0u8; 1];
-    while !buf.ends_with(b"\r\n\r\n") {
-        assert_eq!(s.read(&mut byte).unwrap(), 1, "head cut short: {buf:?}");
-        buf.push(byte[0]);
-    }
-    let head = String::from_utf8(buf).unwrap();
-    let len: usize = head
-        .lines()
-        .find_map(|l| {
-            l.to_ascii_lowercase()
-                .strip_prefix("content-length: ")
-                .map(|v| v.trim().parse().unwrap())
-        })
-        .unwrap_or(0);
-    let mut body = vec![0u8; len];
-    s.read_exact(&mut body).unwrap();
-    (head, body)
+    read_answer(s)
 }
