@@ -10,9 +10,44 @@
 //! pushed into the mailbox of a loop that had just handed its connections to its heir and
 //! stopped, and never be answered (issue 17's soak).
 
+use crate::blocking_pool::{BlockingPool, Handler};
+use crate::config::DynamicConfig;
+use crate::shared::Shared;
+use gearshift_core::knobs::Spec;
 use rustix::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+
+/// Most loops of a loop-per-thread engine (the `workers` knob's bound).
+pub(crate) const MAX_WORKERS: usize = 64;
+
+/// Start-up both loop engines share: the live `workers` knob (1..=MAX_WORKERS, now
+/// `workers`), and the blocking pool their loops hand dynamic exchanges to (`[dynamic]`),
+/// which answers one that waited past `queue_timeout_ms` with `late`.
+pub(crate) fn start<T: Send + 'static>(
+    shared: &Arc<Shared>,
+    workers: usize,
+    help: &'static str,
+    cfg: &DynamicConfig,
+    (run, late): (Handler<T>, Handler<T>),
+) -> Arc<BlockingPool<T>> {
+    let max = MAX_WORKERS as u64;
+    let spec = Spec {
+        name: "workers",
+        min: 1,
+        max,
+        help,
+    };
+    shared.knobs.define(spec, workers as u64);
+    let deadline = std::time::Duration::from_millis(cfg.queue_timeout_ms);
+    BlockingPool::new(
+        cfg.threads,
+        cfg.queue,
+        shared.clone(),
+        run,
+        Some((deadline, late)),
+    )
+}
 
 /// How loops reach each other: connections handed over, the retire order, statistics.
 pub(crate) struct Mailbox<C> {

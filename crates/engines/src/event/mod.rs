@@ -15,17 +15,17 @@
 
 mod eventloop;
 
+use crate::blocking_pool::Handler;
 use crate::config::DynamicConfig;
 use crate::Listeners;
 use crate::{Host, Shared};
 use eventloop::{Connection, Dynamic, EventLoop};
-use gearshift_core::knobs::Spec;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
 /// Most event loops at once (bounds the knob).
-const MAX_WORKERS: usize = 64;
+use crate::loops::MAX_WORKERS;
 
 pub struct EventEngine {
     workers: usize,
@@ -72,26 +72,11 @@ impl super::Engine for EventEngine {
         let registry = Arc::new(Registry::new(MAX_WORKERS));
         let stats = registry.clone();
         shared.set_engine("event", Box::new(move || stats.stats()));
-        shared.knobs.define(
-            Spec {
-                name: "workers",
-                min: 1,
-                max: MAX_WORKERS as u64,
-                help: "event loops",
-            },
-            self.workers as u64,
+        let run = (
+            Box::new(eventloop::run_dynamic) as Handler<Dynamic>,
+            Box::new(eventloop::refuse_late) as Handler<Dynamic>,
         );
-        let cfg = &self.dynamic;
-        let dynamic = crate::blocking_pool::BlockingPool::new(
-            cfg.threads,
-            cfg.queue,
-            shared.clone(),
-            Box::new(eventloop::run_dynamic),
-            Some((
-                std::time::Duration::from_millis(cfg.queue_timeout_ms),
-                Box::new(eventloop::refuse_late),
-            )),
-        );
+        let dynamic = crate::loops::start(&shared, self.workers, "event loops", &self.dynamic, run);
         let cap = crate::limits::connection_cap(
             shared.service.load().max_connections,
             crate::limits::nofile(),

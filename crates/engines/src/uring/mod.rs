@@ -17,18 +17,18 @@ mod worker;
 
 pub use ring::probe;
 
+use crate::blocking_pool::Handler;
 use crate::config::DynamicConfig;
 use crate::Listeners;
 use crate::{Host, Shared};
 use conn::Connection;
-use gearshift_core::knobs::Spec;
 use handoff::Dynamic;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use worker::UringLoop;
 
 /// Most loops at once (bounds the knob), as the event engine.
-const MAX_WORKERS: usize = 64;
+use crate::loops::MAX_WORKERS;
 
 type Mailbox = crate::loops::Mailbox<Connection>;
 type Registry = crate::loops::Registry<Connection>;
@@ -67,26 +67,12 @@ impl super::Engine for UringEngine {
         let registry = Arc::new(Registry::new(MAX_WORKERS));
         let stats = registry.clone();
         shared.set_engine("uring", Box::new(move || stats.stats()));
-        shared.knobs.define(
-            Spec {
-                name: "workers",
-                min: 1,
-                max: MAX_WORKERS as u64,
-                help: "io_uring loops",
-            },
-            self.workers as u64,
+        let run = (
+            Box::new(handoff::run_dynamic) as Handler<Dynamic>,
+            Box::new(handoff::refuse_late) as Handler<Dynamic>,
         );
-        let cfg = &self.dynamic;
-        let dynamic = crate::blocking_pool::BlockingPool::new(
-            cfg.threads,
-            cfg.queue,
-            shared.clone(),
-            Box::new(handoff::run_dynamic),
-            Some((
-                std::time::Duration::from_millis(cfg.queue_timeout_ms),
-                Box::new(handoff::refuse_late),
-            )),
-        );
+        let dynamic =
+            crate::loops::start(&shared, self.workers, "io_uring loops", &self.dynamic, run);
         let loops = Loops {
             listeners,
             shared: shared.clone(),
