@@ -9,7 +9,9 @@
 
 use super::stats::StageStats;
 use super::Conn;
+use rustix::event::epoll::{self, EventVec};
 use rustix::fd::{AsFd, OwnedFd};
+use rustix::io::Errno;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
@@ -106,6 +108,20 @@ impl Mailbox {
     /// Called by the owner after epoll_wait.
     pub(super) fn awake(&self) {
         self.sleeping.store(false, Ordering::SeqCst);
+    }
+
+    /// The owner's wait: epoll_wait on `epoll` up to `tick_ms` (not at all while something
+    /// is queued), announced so that a push meanwhile writes the eventfd; `stage` names the
+    /// thread in an error (after which it pauses 10 ms rather than spin).
+    pub(super) fn wait(&self, epoll: &OwnedFd, events: &mut EventVec, tick_ms: i32, stage: &str) {
+        let timeout = if self.may_sleep() { tick_ms } else { 0 };
+        if let Err(e) = epoll::wait(epoll, events, timeout) {
+            if e != Errno::INTR {
+                tracing::error!("staged {stage}: epoll_wait: {e}");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        self.awake();
     }
 
     /// Clear the eventfd after it fired.

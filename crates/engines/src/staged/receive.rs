@@ -101,18 +101,8 @@ impl Receiver {
         let mut events = EventVec::with_capacity(256);
         let mut last_tick = 0;
         loop {
-            let timeout = if self.mailbox.may_sleep() {
-                TICK_MS as i32
-            } else {
-                0
-            };
-            if let Err(e) = epoll::wait(&self.epoll, &mut events, timeout) {
-                if e != Errno::INTR {
-                    tracing::error!("staged receive: epoll_wait: {e}");
-                    std::thread::sleep(std::time::Duration::from_millis(10));
-                }
-            }
-            self.mailbox.awake();
+            self.mailbox
+                .wait(&self.epoll, &mut events, TICK_MS as i32, "receive");
             let t0 = p.stats.now_ns();
             st.enter();
             self.now_ns = t0;

@@ -13,7 +13,6 @@ use crate::shared::Shared;
 use gearshift_core::output::Flushed;
 use rustix::event::epoll::{self, EventData, EventFlags, EventVec};
 use rustix::fd::{AsFd, OwnedFd};
-use rustix::io::Errno;
 use slab::Slab;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -69,18 +68,8 @@ impl Sender {
         let mut events = EventVec::with_capacity(256);
         let mut last_tick = 0;
         loop {
-            let timeout = if self.mailbox.may_sleep() {
-                TICK_MS as i32
-            } else {
-                0
-            };
-            if let Err(e) = epoll::wait(&self.epoll, &mut events, timeout) {
-                if e != Errno::INTR {
-                    tracing::error!("staged send: epoll_wait: {e}");
-                    std::thread::sleep(std::time::Duration::from_millis(10));
-                }
-            }
-            self.mailbox.awake();
+            self.mailbox
+                .wait(&self.epoll, &mut events, TICK_MS as i32, "send");
             let t0 = p.stats.now_ns();
             st.enter();
             self.now_ms = self.shared.now_ms();
