@@ -26,7 +26,7 @@ use super::scoreboard::{Scoreboard, State};
 use crate::front::{Front, Handoff, PROCESS_LINGER_MS};
 use crate::listeners::Listeners;
 use crate::pass::{self, Received};
-use crate::{limits, Host, Request, Shared};
+use crate::{limits, Host, Shared};
 use gearshift_core::knobs::Spec;
 use process::{Children, Reaper};
 use rustix::event::{poll, PollFd, PollFlags};
@@ -167,23 +167,11 @@ struct Master {
 }
 
 impl Master {
-    /// Apply pending requests; false once a shutdown was asked for.
+    /// Apply pending requests; false once a shutdown was asked for. A child serves one
+    /// connection: one forked after a reload has the new configuration.
     fn handle_requests(&mut self, host: &dyn Host, shared: &Shared) -> bool {
-        while let Some(r) = host.wait(0) {
-            match r {
-                Request::Shutdown => {
-                    host.apply(r, shared);
-                    return false;
-                }
-                Request::Admin => {
-                    // Fresh counters for /status.
-                    self.children.publish(shared);
-                    host.serve_admin(shared);
-                }
-                other => host.apply(other, shared),
-            }
-        }
-        true
+        let applied = self.children.apply_requests(host, shared, false);
+        !matches!(applied, process::Applied::Shutdown)
     }
 
     fn reread_knobs(&mut self, shared: &Shared) {

@@ -15,6 +15,7 @@
 
 use super::super::scoreboard::{Scoreboard, State};
 use crate::shared::Shared;
+use crate::{Host, Request};
 use nix::sys::signal::{
     pthread_sigmask, sigaction, SaFlags, SigAction, SigHandler, SigSet, SigmaskHow,
     Signal as NixSignal,
@@ -207,6 +208,15 @@ pub fn kill(pid: u32, sig: Signal) {
     }
 }
 
+/// What the host's pending requests came to for a master (`Children::apply_requests`).
+pub enum Applied {
+    /// A shutdown was asked for (and begun).
+    Shutdown,
+    /// Go on; `Some(g)` when a reload changed the configuration: the children's scoreboard
+    /// generation is now `g` (children of an older one leave, the caller replaces them).
+    Running(Option<u32>),
+}
+
 /// The master's record of its children: pid -> scoreboard slot, and the requests of
 /// children already gone (so the server-wide counter never goes back).
 pub struct Children {
@@ -234,6 +244,46 @@ impl Children {
         self.retired_requests += view.requests;
         slot.release();
         Some(view)
+    }
+
+    /// Apply the host's pending requests in a master: the admin interface with fresh
+    /// counters, the rest as the host does. With `generations` (prefork, worker: children
+    /// that serve many connections), a reload that changed the configuration moves the
+    /// scoreboard's generation and a log reopen its log generation, for children to see.
+    pub fn apply_requests(
+        &mut self,
+        host: &dyn Host,
+        shared: &Shared,
+        generations: bool,
+    ) -> Applied {
+        let header = self.board.clone();
+        let header = header.header();
+        let mut bumped = None;
+        while let Some(r) = host.wait(0) {
+            match r {
+                Request::Shutdown => {
+                    host.apply(r, shared);
+                    return Applied::Shutdown;
+                }
+                Request::Admin => {
+                    self.publish(shared);
+                    host.serve_admin(shared);
+                }
+                Request::Reload if generations => {
+                    let before = shared.service.load_full();
+                    host.apply(r, shared);
+                    if !Arc::ptr_eq(&before, &shared.service.load_full()) {
+                        bumped = Some(header.bump_generation());
+                    }
+                }
+                Request::ReopenLogs if generations => {
+                    host.apply(r, shared);
+                    header.bump_log_generation();
+                }
+                other => host.apply(other, shared),
+            }
+        }
+        Applied::Running(bumped)
     }
 
     /// Add the requests children answered since the last call to `shared.requests`.

@@ -5,12 +5,12 @@
 
 use super::child::child_main;
 use super::PreforkKnobs;
-use crate::fork::process::{self, Children, Exit, Reaper};
+use crate::fork::process::{self, Applied, Children, Exit, Reaper};
 use crate::front::Front;
 use crate::listeners::Listeners;
 use crate::maintenance::{self, Action, Maintenance};
 use crate::pass::{self, Received};
-use crate::{Host, Request, Shared};
+use crate::{Host, Shared};
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 
@@ -86,38 +86,19 @@ impl Master<'_> {
         }
     }
 
-    /// Apply pending requests; false once a shutdown was asked for.
+    /// Apply pending requests; false once a shutdown was asked for. After a reload that
+    /// changed the configuration, children of the old one leave after their current
+    /// connection and are replaced (see `reap`).
     pub(super) fn handle_requests(&mut self, host: &dyn Host) -> bool {
-        let shared = self.shared;
-        let board = self.children.board.clone();
-        let header = board.header();
-        while let Some(r) = host.wait(0) {
-            match r {
-                Request::Shutdown => {
-                    host.apply(r, shared);
-                    return false;
+        match self.children.apply_requests(host, self.shared, true) {
+            Applied::Shutdown => false,
+            Applied::Running(bumped) => {
+                if let Some(g) = bumped {
+                    self.generation = g;
                 }
-                Request::Admin => {
-                    // Fresh counters for /status.
-                    self.children.publish(shared);
-                    host.serve_admin(shared);
-                }
-                Request::Reload => {
-                    let before = shared.service.load_full();
-                    host.apply(r, shared);
-                    if !Arc::ptr_eq(&before, &shared.service.load_full()) {
-                        // Children hold the old configuration: each leaves after its
-                        // current connection and is replaced (see `reap`).
-                        self.generation = header.bump_generation();
-                    }
-                }
-                Request::ReopenLogs => {
-                    host.apply(r, shared);
-                    header.bump_log_generation();
-                }
+                true
             }
         }
-        true
     }
 
     pub(super) fn reread_knobs(&mut self) {

@@ -16,11 +16,11 @@ pub mod knobs;
 pub mod listener;
 pub mod sizing;
 
-use super::fork::process::{self, Children, Exit, Reaper};
+use super::fork::process::{self, Applied, Children, Exit, Reaper};
 use super::maintenance::Maintenance;
 use super::scoreboard::{Scoreboard, State};
 use crate::listeners::Listeners;
-use crate::{Host, Request, Shared};
+use crate::{Host, Shared};
 use knobs::WorkerKnobs;
 use rustix::event::{poll, PollFd, PollFlags};
 use sizing::{Census, Plan};
@@ -125,43 +125,25 @@ struct Master<'a> {
 impl Master<'_> {
     /// Apply pending requests; false once a shutdown was asked for.
     fn handle_requests(&mut self, host: &dyn Host) -> bool {
-        let shared = self.shared;
-        let board = self.children.board.clone();
-        let header = board.header();
-        while let Some(r) = host.wait(0) {
-            match r {
-                Request::Shutdown => {
-                    host.apply(r, shared);
-                    return false;
-                }
-                Request::Admin => {
-                    // Counters as fresh as the children's slots.
-                    self.children.publish(shared);
-                    host.serve_admin(shared);
-                }
-                Request::Reload => {
-                    let before = shared.service.load_full();
-                    host.apply(r, shared);
-                    if !Arc::ptr_eq(&before, &shared.service.load_full()) {
-                        // Children hold the old configuration: each stops accepting and
-                        // leaves once its connections are done (Apache's graceful restart).
-                        // Their replacements start now, so accepting never pauses.
-                        let serving = self.census().children.max(1);
-                        self.generation = header.bump_generation();
-                        for _ in 0..serving {
-                            if !self.spawn() {
-                                break;
-                            }
+        // Counted before the generation moves: the children that serve now.
+        let serving = self.census().children.max(1);
+        match self.children.apply_requests(host, self.shared, true) {
+            Applied::Shutdown => false,
+            Applied::Running(bumped) => {
+                if let Some(g) = bumped {
+                    // Children hold the old configuration: each stops accepting and
+                    // leaves once its connections are done (Apache's graceful restart).
+                    // Their replacements start now, so accepting never pauses.
+                    self.generation = g;
+                    for _ in 0..serving {
+                        if !self.spawn() {
+                            break;
                         }
                     }
                 }
-                Request::ReopenLogs => {
-                    host.apply(r, shared);
-                    header.bump_log_generation();
-                }
+                true
             }
         }
-        true
     }
 
     fn reread_knobs(&mut self) {
