@@ -217,6 +217,7 @@ impl super::Engine for PreforkEngine {
             back_tx: back_tx.as_fd(),
             buf: pass::RecvBuf::default(),
         };
+        process::warm_statics();
         for _ in 0..m.knobs.start_servers {
             if !m.spawn() {
                 break;
