@@ -88,6 +88,8 @@ impl super::Engine for ForkEngine {
         );
         let stats = board.clone();
         shared.set_engine("fork", Box::new(move || process::stats(&stats)));
+        let brief = board.clone();
+        shared.set_engine_brief(Box::new(move || process::brief_stats(&brief)));
         listener.set_nonblocking()?;
         let reaper = Reaper::install()?;
         let cap = limits::connection_cap(shared.service.load().max_connections, limits::nofile());

@@ -343,7 +343,26 @@ impl Children {
 
 /// Engine statistics for `/status`, from the scoreboard.
 pub fn stats(board: &Scoreboard) -> serde_json::Value {
+    let mut v = brief_stats(board);
+    v["children"] = children(board);
+    v
+}
+
+/// `stats` without the list of children (`Shared::set_engine_brief`).
+pub fn brief_stats(board: &Scoreboard) -> serde_json::Value {
     let c = board.counts();
+    serde_json::json!({
+        "processes": c.total,
+        "starting": c.starting,
+        "idle": c.idle,
+        "busy": c.busy,
+        "dying": c.dying,
+        "capacity": board.capacity(),
+        "ready": board.header().ready(),
+    })
+}
+
+fn children(board: &Scoreboard) -> serde_json::Value {
     let now = super::super::scoreboard::monotonic_ms();
     let children: Vec<serde_json::Value> = board
         .snapshot()
@@ -360,21 +379,25 @@ pub fn stats(board: &Scoreboard) -> serde_json::Value {
             })
         })
         .collect();
-    serde_json::json!({
-        "processes": c.total,
-        "starting": c.starting,
-        "idle": c.idle,
-        "busy": c.busy,
-        "dying": c.dying,
-        "capacity": board.capacity(),
-        "ready": board.header().ready(),
-        "children": children,
-    })
+    serde_json::Value::Array(children)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{release_free_heap, IdleTrim};
+    use super::{brief_stats, release_free_heap, stats, IdleTrim, Scoreboard};
+
+    #[test]
+    fn the_brief_statistics_are_the_full_ones_without_the_children() {
+        let board = Scoreboard::new(4).unwrap();
+        board.slot(1).claim(0);
+        let full = stats(&board);
+        let brief = brief_stats(&board);
+        assert!(brief.get("children").is_none());
+        assert_eq!(full["children"].as_array().map(Vec::len), Some(1));
+        let mut without = full.clone();
+        without.as_object_mut().unwrap().remove("children");
+        assert_eq!(without, brief);
+    }
 
     #[test]
     fn an_idle_child_trims_once_after_each_spell_of_serving() {
