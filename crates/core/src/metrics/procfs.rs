@@ -25,13 +25,9 @@ pub struct ProcStat {
 /// Parse /proc/PID/stat (fields after the command name, which may hold spaces and ')').
 pub fn parse_stat(text: &str) -> Option<ProcStat> {
     let rest = &text[text.rfind(')')? + 1..];
-    // f[0] is field 3 (state), so field n is f[n - 3]; fields up to 24 are read. On the
-    // stack: the master parses one line per child every sampling interval (see `usage`).
-    let mut f = [""; 22];
-    for (slot, field) in f.iter_mut().zip(rest.split_whitespace()) {
-        *slot = field;
-    }
-    let n = |i: usize| f[i - 3].parse::<u64>().ok();
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // f[0] is field 3 (state), so field n is f[n - 3].
+    let n = |i: usize| f.get(i - 3).and_then(|s| s.parse::<u64>().ok());
     Some(ProcStat {
         utime: n(14)?,
         stime: n(15)?,
@@ -104,18 +100,11 @@ pub fn usage() -> Usage {
         ticks: me.utime + me.stime + me.cutime + me.cstime,
         rss_bytes: me.rss_pages * page,
     };
-    // One path and one text buffer for every child: in a process engine's master this
-    // runs once a second, and each heap block it writes after a fork stops that page being
-    // shared with the child (see `Shared::set_engine_brief` in the engines crate).
-    let (mut path, mut text) = (String::with_capacity(32), String::with_capacity(1024));
     for pid in children() {
-        use std::fmt::Write as _;
-        use std::io::Read as _;
-        path.clear();
-        text.clear();
-        let _ = write!(path, "/proc/{pid}/stat");
-        let read = std::fs::File::open(&path).and_then(|mut f| f.read_to_string(&mut text));
-        if let Some(c) = read.ok().and_then(|_| parse_stat(&text)) {
+        if let Some(c) = read(&format!("/proc/{pid}/stat"))
+            .as_deref()
+            .and_then(parse_stat)
+        {
             u.ticks += c.utime + c.stime;
             u.rss_bytes += c.rss_pages * page;
         }
