@@ -88,6 +88,8 @@ impl super::Engine for ForkEngine {
         );
         let stats = board.clone();
         shared.set_engine("fork", Box::new(move || process::stats(&stats)));
+        let brief = board.clone();
+        shared.set_engine_brief(Box::new(move || process::brief_stats(&brief)));
         listener.set_nonblocking()?;
         let reaper = Reaper::install()?;
         let cap = limits::connection_cap(shared.service.load().max_connections, limits::nofile());
@@ -264,17 +266,19 @@ impl Master {
         let cell = std::cell::RefCell::new(Some(h));
         let (listener, front, back_rx) = (&mut self.listener, &mut self.front, &mut self.back_rx);
         let back_tx = self.back_tx.as_fd();
-        let spawned = process::spawn(shared, || {
-            // The child serves one connection: it has no use for the listener, the stage
-            // or the connections the stage holds (closed here, so that the master closing
-            // one really closes it).
+        // The child serves one connection: it has no use for the listener, the stage or the
+        // connections the stage holds (closed, so that the master closing one really
+        // closes it).
+        let leave = || {
             drop(listener.take());
-            drop(front.take());
-            drop(back_rx.take());
-            match cell.borrow_mut().take() {
-                Some(h) => serve_one(h, back_tx, shared, &board, i),
-                None => 1,
+            if let Some(f) = front.take() {
+                f.abandon();
             }
+            drop(back_rx.take());
+        };
+        let spawned = process::spawn(shared, leave, || match cell.borrow_mut().take() {
+            Some(h) => serve_one(h, back_tx, shared, &board, i),
+            None => 1,
         });
         match spawned {
             Ok(pid) => {

@@ -185,6 +185,8 @@ impl super::Engine for PreforkEngine {
         self.knobs.define(&shared.knobs, capacity);
         let stats = board.clone();
         shared.set_engine("prefork", Box::new(move || process::stats(&stats)));
+        let brief = board.clone();
+        shared.set_engine_brief(Box::new(move || process::brief_stats(&brief)));
         listener.set_nonblocking()?;
         let cap = limits::connection_cap(shared.service.load().max_connections, limits::nofile());
         // HTTPS connections are accepted by the children (`child.rs`), not passed.
@@ -217,6 +219,7 @@ impl super::Engine for PreforkEngine {
             back_tx: back_tx.as_fd(),
             buf: pass::RecvBuf::default(),
         };
+        process::warm_statics();
         for _ in 0..m.knobs.start_servers {
             if !m.spawn() {
                 break;

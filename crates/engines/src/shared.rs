@@ -26,6 +26,8 @@ pub struct Shared {
     /// Request counters and histograms, in memory shared with forked children.
     pub counters: &'static Counters,
     engine: Mutex<(&'static str, Option<StatsFn>)>,
+    /// The engine's statistics without the per-worker list (`set_engine_brief`).
+    brief: Mutex<Option<StatsFn>>,
     /// The certificates of the HTTPS listeners, when `[tls]` is configured.
     pub tls: Option<Arc<gearshift_core::tls::Tls>>,
     /// `tls.redirect_http`: the HTTPS port plain HTTP requests are sent to with a 301.
@@ -46,6 +48,7 @@ impl Shared {
             requests: AtomicU64::new(0),
             counters: Counters::new_shared(),
             engine: Mutex::new(("", None)),
+            brief: Mutex::new(None),
             tls: None,
             redirect_https: None,
         }
@@ -62,6 +65,29 @@ impl Shared {
     /// Called by an engine when it starts: its name and where its statistics come from.
     pub fn set_engine(&self, name: &'static str, stats: StatsFn) {
         *self.engine.lock().unwrap_or_else(|p| p.into_inner()) = (name, Some(stats));
+    }
+
+    /// Called by an engine whose statistics list every worker (the process engines list
+    /// every child): the same statistics without that list, for the sampler that reads
+    /// them every interval. Building the list there churns the master's heap once a
+    /// second, and every heap page the master writes after a fork stops being shared with
+    /// the child: a child forked alone (by maintenance, or to replace one) then holds its
+    /// copy alone, ~40 KiB more private memory measured with 1,000 idle connections.
+    pub fn set_engine_brief(&self, stats: StatsFn) {
+        *self.brief.lock().unwrap_or_else(|p| p.into_inner()) = Some(stats);
+    }
+
+    /// The running engine's statistics without any per-worker list (as `engine_stats`
+    /// for engines that keep none).
+    pub fn engine_brief_stats(&self) -> serde_json::Value {
+        let brief = self.brief.lock().unwrap_or_else(|p| p.into_inner());
+        match brief.as_ref() {
+            Some(f) => f(),
+            None => {
+                drop(brief);
+                self.engine_stats()
+            }
+        }
     }
 
     /// The running engine's name ("" before it starts).
@@ -99,5 +125,26 @@ impl Shared {
     pub fn start_drain(&self) {
         self.life.begin_drain();
         self.wake();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Shared;
+    use gearshift_handlers::Service;
+
+    #[test]
+    fn brief_statistics_are_the_engines_own_or_else_its_full_ones() {
+        let svc = Service::with_defaults(&std::env::temp_dir()).unwrap();
+        let shared = Shared::new(svc, 1000);
+        assert_eq!(shared.engine_brief_stats(), serde_json::Value::Null);
+        shared.set_engine(
+            "x",
+            Box::new(|| serde_json::json!({"busy": 1, "list": [1]})),
+        );
+        assert_eq!(shared.engine_brief_stats()["list"], serde_json::json!([1]));
+        shared.set_engine_brief(Box::new(|| serde_json::json!({"busy": 1})));
+        assert_eq!(shared.engine_brief_stats(), serde_json::json!({"busy": 1}));
+        assert_eq!(shared.engine_stats()["list"], serde_json::json!([1]));
     }
 }

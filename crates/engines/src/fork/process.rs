@@ -84,10 +84,16 @@ fn set_mask(mask: &SigSet) {
     let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(mask), None);
 }
 
-/// Fork a child that runs `body` and exits with its code (through `_exit`: the master's
-/// destructors and atexit hooks must not run twice). Returns the child's pid to the master;
-/// never returns in the child.
-pub fn spawn(shared: &Arc<Shared>, body: impl FnOnce() -> i32) -> std::io::Result<u32> {
+/// Fork a child that runs `leave`, then `body`, and exits with `body`'s code (through
+/// `_exit`: the master's destructors and atexit hooks must not run twice). `leave` drops
+/// what is the master's alone (its stage, its connections, its socket ends): that memory is
+/// freed before the child gives free heap pages back (`release_free_heap`), so it goes back
+/// too. Returns the child's pid to the master; never returns in the child.
+pub fn spawn(
+    shared: &Arc<Shared>,
+    leave: impl FnOnce(),
+    body: impl FnOnce() -> i32,
+) -> std::io::Result<u32> {
     debug_assert_eq!(thread_count(), Some(1), "fork from a multi-threaded master");
     let master = rustix::process::getpid();
     let old = block_signals();
@@ -110,13 +116,12 @@ pub fn spawn(shared: &Arc<Shared>, body: impl FnOnce() -> i32) -> std::io::Resul
     // The child starts with a copy of the master's heap, free chunks included. The master
     // goes on allocating after the fork, so pages the two still share would soon be mapped
     // by this child alone: a thousand idle children each held ~600 KiB of the master's old
-    // heap (3x an Apache prefork child). glibc's malloc_trim gives the free pages back
-    // (madvise), so a child keeps only the live data it inherited.
-    #[cfg(target_env = "gnu")]
-    // SAFETY: plain libc call; this process is single-threaded here.
-    unsafe {
-        libc::malloc_trim(0);
-    }
+    // heap (3x an Apache prefork child). Giving the free pages back (madvise) leaves a
+    // child only the live data it inherited; the master's own state is freed first, so its
+    // pages go back as well (freed after the trim, they stayed: a child forked while the
+    // master held 1,000 connections kept their pages).
+    leave();
+    release_free_heap();
     let _ = CHILD.set(shared.clone());
     set_handler(NixSignal::SIGTERM, SigHandler::Handler(on_child_term));
     set_handler(NixSignal::SIGINT, SigHandler::Handler(on_child_term));
@@ -135,6 +140,43 @@ pub fn spawn(shared: &Arc<Shared>, body: impl FnOnce() -> i32) -> std::io::Resul
     // or running its exit hooks (std::process::exit would flush a copy of the master's
     // stdout buffer a second time); the child flushed what it owns (its log) in `body`.
     unsafe { libc::_exit(code) }
+}
+
+/// Give the heap's free pages back to the kernel (glibc's `malloc_trim`, which first merges
+/// the small free chunks it keeps aside; a no-op with other C libraries). Writes only
+/// allocator metadata: in a child, call it where the pages it releases outweigh that (after
+/// fork, idle after serving); in a master, before forking, so that the merging is done
+/// once there rather than in every child, each copying the pages it writes.
+pub fn release_free_heap() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: plain libc call with no pointer arguments; glibc's malloc is thread-safe.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// Compute, once in the master before it forks, the lazily built tables every child would
+/// otherwise build for itself on its first request, each writing (so copying) the page the
+/// table lives in: the latency histogram's bucket bounds.
+pub fn warm_statics() {
+    gearshift_core::metrics::bucket_of(0);
+}
+
+/// When an idle child gives free heap pages back: once after each spell of serving, at the
+/// first tick with nothing to do (never per request, nor at every idle tick).
+#[derive(Debug, Default)]
+pub struct IdleTrim {
+    /// Connections served at the last trim.
+    served: u64,
+}
+
+impl IdleTrim {
+    /// A tick passed with nothing to do, `served` connections served so far: trim now?
+    pub fn due(&mut self, served: u64) -> bool {
+        let due = served != self.served;
+        self.served = served;
+        due
+    }
 }
 
 /// How a child ended.
@@ -351,7 +393,26 @@ impl Children {
 
 /// Engine statistics for `/status`, from the scoreboard.
 pub fn stats(board: &Scoreboard) -> serde_json::Value {
+    let mut v = brief_stats(board);
+    v["children"] = children(board);
+    v
+}
+
+/// `stats` without the list of children (`Shared::set_engine_brief`).
+pub fn brief_stats(board: &Scoreboard) -> serde_json::Value {
     let c = board.counts();
+    serde_json::json!({
+        "processes": c.total,
+        "starting": c.starting,
+        "idle": c.idle,
+        "busy": c.busy,
+        "dying": c.dying,
+        "capacity": board.capacity(),
+        "ready": board.header().ready(),
+    })
+}
+
+fn children(board: &Scoreboard) -> serde_json::Value {
     let now = super::super::scoreboard::monotonic_ms();
     let children: Vec<serde_json::Value> = board
         .snapshot()
@@ -368,14 +429,71 @@ pub fn stats(board: &Scoreboard) -> serde_json::Value {
             })
         })
         .collect();
-    serde_json::json!({
-        "processes": c.total,
-        "starting": c.starting,
-        "idle": c.idle,
-        "busy": c.busy,
-        "dying": c.dying,
-        "capacity": board.capacity(),
-        "ready": board.header().ready(),
-        "children": children,
-    })
+    serde_json::Value::Array(children)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{brief_stats, release_free_heap, stats, IdleTrim, Scoreboard};
+
+    #[test]
+    fn the_brief_statistics_are_the_full_ones_without_the_children() {
+        let board = Scoreboard::new(4).unwrap();
+        board.slot(1).claim(0);
+        let full = stats(&board);
+        let brief = brief_stats(&board);
+        assert!(brief.get("children").is_none());
+        assert_eq!(full["children"].as_array().map(Vec::len), Some(1));
+        let mut without = full.clone();
+        without.as_object_mut().unwrap().remove("children");
+        assert_eq!(without, brief);
+    }
+
+    #[test]
+    fn an_idle_child_trims_once_after_each_spell_of_serving() {
+        let mut t = IdleTrim::default();
+        // Idle from the start: nothing was served, nothing to give back.
+        assert!(!t.due(0));
+        assert!(!t.due(0));
+        // Served two connections, then idle ticks: one trim, not one per tick.
+        assert!(t.due(2));
+        assert!(!t.due(2));
+        assert!(!t.due(2));
+        assert!(t.due(3));
+        assert!(!t.due(3));
+    }
+
+    /// Resident memory of this process, from /proc/self/statm.
+    fn rss_bytes() -> usize {
+        let s = std::fs::read_to_string("/proc/self/statm").unwrap();
+        let pages: usize = s.split_whitespace().nth(1).unwrap().parse().unwrap();
+        pages * 4096
+    }
+
+    #[cfg(target_env = "gnu")]
+    #[test]
+    fn free_heap_pages_go_back_to_the_kernel() {
+        // 64 MiB in 4 KB blocks (heap, below malloc's mmap threshold), written; every 16th
+        // is kept, so what is freed lies in holes that free(3) alone never gives back.
+        const N: usize = 16 * 1024;
+        let mut blocks: Vec<Option<Box<[u8]>>> = Vec::with_capacity(N);
+        for i in 0..N {
+            blocks.push(Some(vec![(i % 251) as u8 + 1; 4000].into_boxed_slice()));
+        }
+        for (i, b) in blocks.iter_mut().enumerate() {
+            if i % 16 != 0 {
+                *b = None;
+            }
+        }
+        let before = rss_bytes();
+        release_free_heap();
+        let after = rss_bytes();
+        // About 56 MiB are free; other tests running meanwhile may allocate some.
+        assert!(
+            after + (16 << 20) < before,
+            "RSS {before} -> {after} bytes after freeing ~56 MiB"
+        );
+        let kept = blocks.iter().flatten().count();
+        assert_eq!(kept, N / 16);
+    }
 }

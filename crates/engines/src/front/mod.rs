@@ -99,7 +99,10 @@ pub struct Front {
     pub keepalive_ms: Option<u64>,
     exclusive: bool,
     acceptor: Acceptor,
-    buf: Vec<u8>,
+    /// Scratch for reads, in its own mapping rather than the heap: a process engine's child
+    /// drops the master's stage, and freeing a heap buffer would write (copy) the pages
+    /// around it; unmapping writes nothing.
+    buf: gearshift_core::pagebuf::PageBuf,
     last_sweep_ms: u64,
     events: EventVec,
     /// Asked before every connection taken (`gate_accepts`).
@@ -128,7 +131,7 @@ impl Front {
             keepalive_ms: None,
             exclusive,
             acceptor: Acceptor::new(),
-            buf: vec![0; 16 * 1024],
+            buf: gearshift_core::pagebuf::PageBuf::new(16 * 1024),
             last_sweep_ms: 0,
             events: EventVec::with_capacity(256),
             gate: None,
@@ -434,6 +437,33 @@ impl Front {
     /// Nothing waits here: no connection waiting for a request, none ready.
     pub fn is_empty(&self) -> bool {
         self.pending.is_empty() && self.ready.is_empty()
+    }
+
+    /// In a child forked from the process running this stage: close every socket it holds
+    /// (so that the master closing a connection really closes it) without freeing each
+    /// connection's own buffers, or writing into them. Those are small heap blocks spread
+    /// over pages the child shares with the master, and free(3) writes into every block it
+    /// frees, copying its page. The connections are moved out of their tables (a read),
+    /// then the tables themselves are freed as usual (large blocks the child's trim gives
+    /// back).
+    pub fn abandon(self) {
+        let Front { pending, ready, .. } = self;
+        for (_, p) in pending {
+            p.h.abandon();
+        }
+        for h in ready {
+            h.abandon();
+        }
+    }
+}
+
+impl Handoff {
+    /// Close the socket; leave the input and TLS state allocated (see `Front::abandon`).
+    fn abandon(self) {
+        let Handoff { fd, input, tls, .. } = self;
+        drop(fd);
+        std::mem::forget(input);
+        std::mem::forget(tls);
     }
 }
 

@@ -71,3 +71,42 @@ fn deadlines_are_mod_reqtimeouts_and_pressure_cuts_them() {
     assert_eq!(counted(Slow::Pressure, &idle, false), None);
     assert_eq!(counted(Slow::Pressure, &idle, true), Some(Slow::Pressure));
 }
+
+#[test]
+fn abandoning_the_stage_closes_every_connection_it_holds() {
+    use std::io::Read;
+    let listeners = Listeners::plain(std::net::TcpListener::bind("127.0.0.1:0").unwrap());
+    let mut front = Front::new(&listeners, 16, false).unwrap();
+    let svc = Service::with_defaults(&std::env::temp_dir()).unwrap();
+    let mut peers = Vec::new();
+    // One waiting for its request (half a head), one ready, one put back: all held here.
+    for (i, input) in [
+        &b"GET / HTTP/1.1\r\n"[..],
+        b"GET / HTTP/1.1\r\nHost: a\r\n\r\n",
+        b"",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let mut p = pending(1, 0, None, input).h;
+        p.fd = OwnedFd::from(a);
+        match i {
+            2 => front.unpop(p),
+            _ => front.adopt(p, &svc, 0),
+        }
+        peers.push(b);
+    }
+    assert_eq!(front.ready_len(), 2);
+    front.abandon();
+    for mut peer in peers {
+        peer.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+            .unwrap();
+        let mut byte = [0u8; 1];
+        assert_eq!(
+            peer.read(&mut byte).unwrap(),
+            0,
+            "the connection was closed"
+        );
+    }
+}

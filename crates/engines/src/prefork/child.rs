@@ -35,6 +35,7 @@ pub(super) fn child_main(
     let counter = board.clone();
     w.report_requests(Box::new(move |n| counter.slot(i).add_requests(n)));
     let mut served = 0u64;
+    let mut trim = crate::fork::process::IdleTrim::default();
     let mut buf = pass::RecvBuf::default();
     slot.set_state(State::Idle);
     // How long a connection waiting for its next request keeps this child: 0 while others
@@ -97,6 +98,11 @@ pub(super) fn child_main(
             }
             Taken::Nothing => {
                 w.idle_tick(shared);
+                // Idle for a whole tick after serving: the pages the connections' buffers
+                // left free go back (they would stay this child's own memory otherwise).
+                if trim.due(served) {
+                    crate::fork::process::release_free_heap();
+                }
                 continue;
             }
             Taken::Closed => break,

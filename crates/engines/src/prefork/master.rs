@@ -134,11 +134,19 @@ impl Master<'_> {
         let (to_rx, back_tx) = (self.to_rx, self.back_tx);
         let children = self.knobs.max_request_workers;
         let (front, to_tx, back_rx) = (&mut self.front, &mut self.to_tx, &mut self.back_rx);
-        match process::spawn(shared, || {
-            // The master's stage, its connections and socket ends are not the child's.
-            drop(front.take());
+        // Merge the free chunks here, once, rather than in each child's trim after fork
+        // (where every page the merging writes is copied); this also hands the master's
+        // free pages back, so children do not inherit them.
+        process::release_free_heap();
+        // The master's stage, its connections and socket ends are not the child's.
+        let leave = || {
+            if let Some(f) = front.take() {
+                f.abandon();
+            }
             drop(to_tx.take());
             drop(back_rx.take());
+        };
+        match process::spawn(shared, leave, || {
             // Every child fills its own cache: each keeps its share of the budget.
             if let Some(cache) = shared.service.load().files.cache() {
                 cache.share(children);

@@ -78,6 +78,7 @@ impl super::Engine for WorkerEngine {
             listener: &listener,
             shared: &shared,
         };
+        process::warm_statics();
         for _ in 0..m.knobs.start_children() {
             if !m.spawn() {
                 break;
@@ -195,13 +196,19 @@ impl Master<'_> {
         board.slot(i).set_parked(0);
         let (listener, shared, generation) = (self.listener, self.shared, self.generation);
         let children = self.knobs.max_children();
-        match process::spawn(shared, || {
-            // Every child fills its own cache: each keeps its share of the budget.
-            if let Some(cache) = shared.service.load().files.cache() {
-                cache.share(children);
-            }
-            child::child_main(listener, shared, &board, i, generation, threads)
-        }) {
+        // As in prefork: merge free chunks once here rather than in every child.
+        process::release_free_heap();
+        match process::spawn(
+            shared,
+            || {},
+            || {
+                // Every child fills its own cache: each keeps its share of the budget.
+                if let Some(cache) = shared.service.load().files.cache() {
+                    cache.share(children);
+                }
+                child::child_main(listener, shared, &board, i, generation, threads)
+            },
+        ) {
             Ok(pid) => {
                 board.slot(i).set_pid(pid);
                 self.children.live.insert(pid, i);

@@ -116,7 +116,8 @@ impl Sampler {
         let overflows = procfs::listen_overflows();
         let dropped = overflows.saturating_sub(self.last_overflows);
         self.last_overflows = overflows;
-        let stats = shared.engine_stats();
+        // Without the per-worker list (see `Shared::set_engine_brief`).
+        let stats = shared.engine_brief_stats();
         // Connections with a request waiting for a worker in an engine's head-reading
         // stage are as much its accept queue as those the kernel holds.
         let queue = queue + num(&stats, "ready").unwrap_or(0.0);
