@@ -248,13 +248,10 @@ impl Front {
             // backlog (its gate said no, it was full or draining) wakes no one else: with
             // EPOLLEXCLUSIVE the kernel woke that stage alone. Look for one now and then.
             if self.exclusive && self.listening && self.may_accept {
-                let https = self.https;
-                let mine: Vec<usize> = (listeners.iter().enumerate())
-                    .filter(|(_, l)| https || !l.https)
-                    .map(|(i, _)| i)
-                    .collect();
-                for i in mine {
-                    self.accept(listeners, i, shared, svc, now);
+                for (i, l) in listeners.iter().enumerate() {
+                    if self.takes(l) {
+                        self.accept(listeners, i, shared, svc, now);
+                    }
                 }
             }
         }
@@ -332,14 +329,18 @@ impl Front {
         if self.exclusive {
             flags |= EventFlags::EXCLUSIVE;
         }
-        let https = self.https;
-        let which = |l: &Listener| https || !l.https;
+        let which = |l: &Listener| self.takes(l);
         if listeners
             .watch_some(&self.epoll, LISTENERS, flags, on, which)
             .is_ok()
         {
             self.listening = on;
         }
+    }
+
+    /// Whether this stage accepts on listener `l` (not on an HTTPS one after `plain_only`).
+    fn takes(&self, l: &Listener) -> bool {
+        self.https || !l.https
     }
 
     /// Accept from listener `i`.
