@@ -86,10 +86,7 @@ impl super::Engine for ForkEngine {
             },
             self.max_children as u64,
         );
-        let stats = board.clone();
-        shared.set_engine("fork", Box::new(move || process::stats(&stats)));
-        let brief = board.clone();
-        shared.set_engine_brief(Box::new(move || process::brief_stats(&brief)));
+        process::report_stats(&shared, "fork", &board);
         listener.set_nonblocking()?;
         let reaper = Reaper::install()?;
         let cap = limits::connection_cap(shared.service.load().max_connections, limits::nofile());

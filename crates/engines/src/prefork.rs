@@ -183,10 +183,7 @@ impl super::Engine for PreforkEngine {
             .header()
             .set_max_connections_per_child(self.knobs.max_connections_per_child);
         self.knobs.define(&shared.knobs, capacity);
-        let stats = board.clone();
-        shared.set_engine("prefork", Box::new(move || process::stats(&stats)));
-        let brief = board.clone();
-        shared.set_engine_brief(Box::new(move || process::brief_stats(&brief)));
+        process::report_stats(&shared, "prefork", &board);
         listener.set_nonblocking()?;
         let cap = limits::connection_cap(shared.service.load().max_connections, limits::nofile());
         // HTTPS connections are accepted by the children (`child.rs`), not passed.

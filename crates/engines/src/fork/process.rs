@@ -298,8 +298,6 @@ impl Children {
         shared: &Shared,
         generations: bool,
     ) -> Applied {
-        let header = self.board.clone();
-        let header = header.header();
         let mut bumped = None;
         while let Some(r) = host.wait(0) {
             match r {
@@ -315,12 +313,12 @@ impl Children {
                     let before = shared.service.load_full();
                     host.apply(r, shared);
                     if !Arc::ptr_eq(&before, &shared.service.load_full()) {
-                        bumped = Some(header.bump_generation());
+                        bumped = Some(self.board.header().bump_generation());
                     }
                 }
                 Request::ReopenLogs if generations => {
                     host.apply(r, shared);
-                    header.bump_log_generation();
+                    self.board.header().bump_log_generation();
                 }
                 other => host.apply(other, shared),
             }
@@ -389,6 +387,14 @@ impl Children {
         }
         self.publish(shared);
     }
+}
+
+/// Report the engine `name`'s statistics from its scoreboard: whole for `/status`, without
+/// the per-child list for the once-a-second sampler (`Shared::set_engine_brief`).
+pub fn report_stats(shared: &Shared, name: &'static str, board: &Arc<Scoreboard>) {
+    let (full, brief) = (board.clone(), board.clone());
+    shared.set_engine(name, Box::new(move || stats(&full)));
+    shared.set_engine_brief(Box::new(move || brief_stats(&brief)));
 }
 
 /// Engine statistics for `/status`, from the scoreboard.

@@ -126,15 +126,15 @@ struct Master<'a> {
 impl Master<'_> {
     /// Apply pending requests; false once a shutdown was asked for.
     fn handle_requests(&mut self, host: &dyn Host) -> bool {
-        // Counted before the generation moves: the children that serve now.
-        let serving = self.census().children.max(1);
         match self.children.apply_requests(host, self.shared, true) {
             Applied::Shutdown => false,
             Applied::Running(bumped) => {
                 if let Some(g) = bumped {
                     // Children hold the old configuration: each stops accepting and
                     // leaves once its connections are done (Apache's graceful restart).
-                    // Their replacements start now, so accepting never pauses.
+                    // Their replacements start now, so accepting never pauses. Counted
+                    // by `self.generation`, still the old one: the children serving now.
+                    let serving = self.census().children.max(1);
                     self.generation = g;
                     for _ in 0..serving {
                         if !self.spawn() {
