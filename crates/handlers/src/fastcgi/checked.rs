@@ -61,25 +61,23 @@ impl Checked {
         let Ok(mut found) = self.found.lock() else {
             return status;
         };
-        match (status, found.find_mut(hash, same)) {
-            (None, Some(e)) => e.2 = now_ms,
-            (None, None) => {
+        if status.is_some() {
+            // Gone (or no longer a file): forgotten, looked for on every request again.
+            if let Ok(e) = found.find_entry(hash, same) {
+                e.remove();
+            }
+        } else if let Some(e) = found.find_mut(hash, same) {
+            e.2 = now_ms;
+        } else {
+            if found.len() >= MAX_SCRIPTS {
+                let valid = self.valid_ms;
+                found.retain(|e| now_ms.saturating_sub(e.2) < valid);
                 if found.len() >= MAX_SCRIPTS {
-                    let valid = self.valid_ms;
-                    found.retain(|e| now_ms.saturating_sub(e.2) < valid);
-                    if found.len() >= MAX_SCRIPTS {
-                        found.clear();
-                    }
-                }
-                let entry = (dir.into(), rel.into(), now_ms);
-                found.insert_unique(hash, entry, |e| self.hasher.hash_one((&*e.0, &*e.1)));
-            }
-            (Some(_), Some(_)) => {
-                if let Ok(e) = found.find_entry(hash, same) {
-                    e.remove();
+                    found.clear();
                 }
             }
-            (Some(_), None) => {}
+            let entry = (dir.into(), rel.into(), now_ms);
+            found.insert_unique(hash, entry, |e| self.hasher.hash_one((&*e.0, &*e.1)));
         }
         status
     }
