@@ -30,19 +30,19 @@ impl Job {
                 return Pushed::SpoolFailed;
             };
             if data.is_empty() {
-                self.progress(now_ms);
+                self.streamed().progress(now_ms);
                 return Pushed::Sent;
             }
             match rustix::net::send(fd, data, SendFlags::NOSIGNAL) {
                 Ok(n) => {
                     self.sent(n);
-                    self.progress(now_ms);
+                    self.streamed().progress(now_ms);
                 }
                 Err(Errno::INTR) => {}
                 Err(Errno::AGAIN) => return Pushed::Full,
                 Err(_) if self.body_refusable() => {
                     self.refuse_body();
-                    self.progress(now_ms);
+                    self.streamed().progress(now_ms);
                     return Pushed::BodyRefused;
                 }
                 Err(_) => return Pushed::Failed,
@@ -62,13 +62,6 @@ impl Job {
         match self {
             Job::Proxy(ex) => ex.sent(n),
             Job::Fcgi(ex) => ex.sent(n),
-        }
-    }
-
-    fn progress(&mut self, now_ms: u64) {
-        match self {
-            Job::Proxy(ex) => ex.progress(now_ms),
-            Job::Fcgi(ex) => ex.progress(now_ms),
         }
     }
 
