@@ -20,6 +20,7 @@
 //! turn.
 
 pub mod process;
+pub mod stats;
 
 use super::blocking::Runner;
 use super::scoreboard::{Scoreboard, State};
@@ -86,7 +87,7 @@ impl super::Engine for ForkEngine {
             },
             self.max_children as u64,
         );
-        process::report_stats(&shared, "fork", &board);
+        stats::report_stats(&shared, "fork", &board);
         listener.set_nonblocking()?;
         let reaper = Reaper::install()?;
         let cap = limits::connection_cap(shared.service.load().max_connections, limits::nofile());

@@ -31,6 +31,7 @@
 //!   `prefork/master.rs`; what a child does, in `prefork/child.rs`.
 
 use super::fork::process::{self, Children, Reaper};
+use super::fork::stats;
 use super::maintenance::{self, Maintenance};
 use super::scoreboard::Scoreboard;
 use crate::config::EngineConfig;
@@ -183,7 +184,7 @@ impl super::Engine for PreforkEngine {
             .header()
             .set_max_connections_per_child(self.knobs.max_connections_per_child);
         self.knobs.define(&shared.knobs, capacity);
-        process::report_stats(&shared, "prefork", &board);
+        stats::report_stats(&shared, "prefork", &board);
         listener.set_nonblocking()?;
         let cap = limits::connection_cap(shared.service.load().max_connections, limits::nofile());
         // HTTPS connections are accepted by the children (`child.rs`), not passed.

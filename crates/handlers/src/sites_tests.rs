@@ -1,3 +1,5 @@
+//! Unit tests of `sites`: virtual-host selection by Host name, default site, and config validation.
+
 use super::*;
 
 fn site(names: &[&str], default: bool) -> SiteConfig {

@@ -1,3 +1,6 @@
+//! Unit and property tests of `body`: Content-Length and chunked decoding, limits and
+//! malformed input, fed in arbitrary pieces.
+
 use super::*;
 use proptest::prelude::*;
 

@@ -1,3 +1,5 @@
+//! Unit and property tests of `conditional`: RFC 9110 section 13 precondition evaluation.
+
 use super::*;
 use proptest::prelude::*;
 use Outcome::{NotModified as NM, PreconditionFailed as PF, Proceed as GO};

@@ -1,3 +1,6 @@
+//! Unit and property tests of `conn`: the sans-IO connection state machine fed in arbitrary
+//! pieces (heads, bodies, pipelining, errors) must give the same events as fed whole.
+
 use super::*;
 use crate::body::Framing;
 use crate::parse::Method;

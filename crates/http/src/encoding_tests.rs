@@ -1,3 +1,5 @@
+//! Unit and property tests of `encoding`: Accept-Encoding negotiation (q-values, identity, `*`).
+
 use super::*;
 use proptest::prelude::*;
 use Coding::{Br, Gzip, Identity};

@@ -1,3 +1,6 @@
+//! Unit and property tests of `parse`: request-head parsing, limits, and the malformed
+//! inputs that must be refused (request smuggling cases included).
+
 use super::*;
 use crate::target::split_query;
 use proptest::prelude::*;

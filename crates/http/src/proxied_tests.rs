@@ -1,3 +1,5 @@
+//! Unit tests of `proxied`: the client address behind trusted proxies (Forwarded, X-Forwarded-For).
+
 use super::*;
 
 fn ip(s: &str) -> IpAddr {

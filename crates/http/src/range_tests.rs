@@ -1,3 +1,5 @@
+//! Unit and property tests of `range`: parsing and resolving Range headers (RFC 9110 14.2).
+
 use super::*;
 use proptest::prelude::*;
 

@@ -13,7 +13,7 @@
 //! fork, sigaction and the signal masks go through nix's typed wrappers (no casts of
 //! handlers to integers); only `_exit` is libc's, as nix has no wrapper for it.
 
-use super::super::scoreboard::{Scoreboard, State};
+use super::super::scoreboard::Scoreboard;
 use crate::shared::Shared;
 use crate::{Host, Request};
 use nix::sys::signal::{
@@ -389,71 +389,9 @@ impl Children {
     }
 }
 
-/// Report the engine `name`'s statistics from its scoreboard: whole for `/status`, without
-/// the per-child list for the once-a-second sampler (`Shared::set_engine_brief`).
-pub fn report_stats(shared: &Shared, name: &'static str, board: &Arc<Scoreboard>) {
-    let (full, brief) = (board.clone(), board.clone());
-    shared.set_engine(name, Box::new(move || stats(&full)));
-    shared.set_engine_brief(Box::new(move || brief_stats(&brief)));
-}
-
-/// Engine statistics for `/status`, from the scoreboard.
-pub fn stats(board: &Scoreboard) -> serde_json::Value {
-    let mut v = brief_stats(board);
-    v["children"] = children(board);
-    v
-}
-
-/// `stats` without the list of children (`Shared::set_engine_brief`).
-pub fn brief_stats(board: &Scoreboard) -> serde_json::Value {
-    let c = board.counts();
-    serde_json::json!({
-        "processes": c.total,
-        "starting": c.starting,
-        "idle": c.idle,
-        "busy": c.busy,
-        "dying": c.dying,
-        "capacity": board.capacity(),
-        "ready": board.header().ready(),
-    })
-}
-
-fn children(board: &Scoreboard) -> serde_json::Value {
-    let now = super::super::scoreboard::monotonic_ms();
-    let children: Vec<serde_json::Value> = board
-        .snapshot()
-        .into_iter()
-        .map(|(i, v)| {
-            serde_json::json!({
-                "slot": i,
-                "pid": v.pid,
-                "state": if v.quit && v.state != State::Busy { "dying" } else { v.state.name() },
-                "generation": v.generation,
-                "connections": v.connections,
-                "requests": v.requests,
-                "state_ms": now.saturating_sub(v.changed_ms),
-            })
-        })
-        .collect();
-    serde_json::Value::Array(children)
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{brief_stats, release_free_heap, stats, IdleTrim, Scoreboard};
-
-    #[test]
-    fn the_brief_statistics_are_the_full_ones_without_the_children() {
-        let board = Scoreboard::new(4).unwrap();
-        board.slot(1).claim(0);
-        let full = stats(&board);
-        let brief = brief_stats(&board);
-        assert!(brief.get("children").is_none());
-        assert_eq!(full["children"].as_array().map(Vec::len), Some(1));
-        let mut without = full.clone();
-        without.as_object_mut().unwrap().remove("children");
-        assert_eq!(without, brief);
-    }
+    use super::{release_free_heap, IdleTrim};
 
     #[test]
     fn an_idle_child_trims_once_after_each_spell_of_serving() {

@@ -1,3 +1,5 @@
+//! Unit tests of `ctl fit`: c1, c2 recovered from trajectory lines and `/history` answers.
+
 use super::*;
 use serde_json::json;
 

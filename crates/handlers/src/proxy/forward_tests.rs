@@ -1,3 +1,6 @@
+//! Unit tests of `forward`: the head rewritten on the way through the proxy (hop-by-hop
+//! fields dropped, framing normalised, X-Forwarded-* and Forwarded added).
+
 use super::*;
 use gearshift_http::parse::parse_head;
 use gearshift_http::Limits;
