@@ -14,13 +14,13 @@
 
 pub use super::balance::Balancer;
 use super::balance::Picker;
+use super::calendar::Calendar;
 use super::dist::{burst_length, Shape, SimRng};
 use crate::defaults::{cluster as dc, plant as dp, wagon};
 use crate::types::Measurement;
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
-use std::cmp::{Ordering, Reverse};
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 
 /// The simulated cluster and its workload.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -130,25 +130,6 @@ enum Ev {
     ReqDone(usize, usize),
 }
 
-#[derive(Clone, Copy, Debug)]
-struct At(f64, u64, Ev);
-impl PartialEq for At {
-    fn eq(&self, o: &Self) -> bool {
-        self.cmp(o) == Ordering::Equal
-    }
-}
-impl Eq for At {}
-impl PartialOrd for At {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for At {
-    fn cmp(&self, o: &Self) -> Ordering {
-        self.0.total_cmp(&o.0).then(self.1.cmp(&o.1))
-    }
-}
-
 #[derive(Clone, Debug, Default)]
 struct Session {
     left: u32,
@@ -210,8 +191,7 @@ pub struct ClusterSim {
     picker: Picker,
     rng: SimRng,
     now: f64,
-    seq: u64,
-    events: BinaryHeap<Reverse<At>>,
+    events: Calendar<Ev>,
     sessions: Vec<Session>,
     nodes: Vec<Node>,
     /// Active requests on the host (all nodes), for `host_cores`.
@@ -238,8 +218,7 @@ impl ClusterSim {
             model,
             picker: Picker::new(balancer),
             now: 0.0,
-            seq: 0,
-            events: BinaryHeap::new(),
+            events: Calendar::default(),
             host_active: 0,
             last_t: 0.0,
             acc: ClusterInterval::default(),
@@ -271,8 +250,7 @@ impl ClusterSim {
     }
 
     fn push(&mut self, t: f64, e: Ev) {
-        self.seq += 1;
-        self.events.push(Reverse(At(t, self.seq, e)));
+        self.events.push(t, e);
     }
 
     fn think_time(&mut self) -> f64 {
@@ -416,13 +394,7 @@ impl ClusterSim {
     /// Simulate one sampling interval: the cluster's figures and one measurement per node.
     pub fn run_interval(&mut self) -> (ClusterInterval, Vec<Measurement>) {
         let end = self.now + self.model.interval_s;
-        while let Some(Reverse(At(t, _, _))) = self.events.peek() {
-            if *t > end {
-                break;
-            }
-            let Some(Reverse(At(t, _, e))) = self.events.pop() else {
-                break;
-            };
+        while let Some((t, e)) = self.events.pop_until(end) {
             self.advance_to(t);
             self.handle(e);
         }

@@ -6,6 +6,7 @@
 
 pub mod analytic;
 pub mod balance;
+mod calendar;
 pub mod cluster;
 pub mod cluster_run;
 pub mod dist;

@@ -8,13 +8,13 @@
 //! makes RT concave upward in MaxClients. With burst 1, no keep-alive and no contention it
 //! is exactly the M/M/m/K/N model of `analytic`.
 
+use super::calendar::Calendar;
 use super::dist::{burst_length, Shape, SimRng};
 use crate::defaults::plant as d;
 use crate::types::Measurement;
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
-use std::cmp::{Ordering, Reverse};
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 
 /// The simulated server and workload.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -110,25 +110,6 @@ enum Ev {
     KaExpire(usize, u64),
 }
 
-#[derive(Clone, Copy, Debug)]
-struct At(f64, u64, Ev);
-impl PartialEq for At {
-    fn eq(&self, o: &Self) -> bool {
-        self.cmp(o) == Ordering::Equal
-    }
-}
-impl Eq for At {}
-impl PartialOrd for At {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for At {
-    fn cmp(&self, o: &Self) -> Ordering {
-        self.0.total_cmp(&o.0).then(self.1.cmp(&o.1))
-    }
-}
-
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 enum Conn {
     #[default]
@@ -169,8 +150,7 @@ pub struct ServerSim {
     pub model: ServerModel,
     rng: SimRng,
     now: f64,
-    seq: u64,
-    events: BinaryHeap<Reverse<At>>,
+    events: Calendar<Ev>,
     sessions: Vec<Session>,
     queue: VecDeque<(usize, f64)>,
     max_clients: u64,
@@ -189,8 +169,7 @@ impl ServerSim {
             sessions: vec![Session::default(); model.sessions],
             model,
             now: 0.0,
-            seq: 0,
-            events: BinaryHeap::new(),
+            events: Calendar::default(),
             queue: VecDeque::new(),
             max_clients,
             keepalive_s: keepalive_ms as f64 / 1000.0,
@@ -223,8 +202,7 @@ impl ServerSim {
     }
 
     fn push(&mut self, t: f64, e: Ev) {
-        self.seq += 1;
-        self.events.push(Reverse(At(t, self.seq, e)));
+        self.events.push(t, e);
     }
 
     fn think_time(&mut self) -> f64 {
@@ -342,13 +320,7 @@ impl ServerSim {
     /// Simulate one sampling interval and report it.
     pub fn run_interval(&mut self) -> Measurement {
         let end = self.now + self.model.interval_s;
-        while let Some(Reverse(At(t, _, _))) = self.events.peek() {
-            if *t > end {
-                break;
-            }
-            let Some(Reverse(At(t, _, e))) = self.events.pop() else {
-                break;
-            };
+        while let Some((t, e)) = self.events.pop_until(end) {
             self.advance_to(t);
             self.handle(e);
         }
