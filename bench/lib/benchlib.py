@@ -230,8 +230,10 @@ def static_report(d):
         def ratio(a, b):
             return a / b if a is not None and b else None
 
-        peers = {k: v for k, v in med.items() if not (k.startswith("gs-") or k == "gearshift")}
-        ours = {k: v for k, v in med.items() if k not in peers}
+        # `floor` (bench/floor) is neither a peer nor ours: it only bounds what any could reach.
+        peers = {k: v for k, v in med.items()
+                 if not (k.startswith("gs-") or k in ("gearshift", "floor"))}
+        ours = {k: v for k, v in med.items() if k not in peers and k != "floor"}
         fast = max((k for k in peers if peers[k]["rps"]), key=lambda k: peers[k]["rps"], default=None)
         lean = min((k for k in peers if peers[k]["cpu_per_req"]), key=lambda k: peers[k]["cpu_per_req"],
                    default=None)
@@ -243,6 +245,10 @@ def static_report(d):
                 cr = ratio(m["cpu_per_req"], peers[lean]["cpu_per_req"])
                 summary[size]["ratios"][g] = {"rps_vs_fastest": rr, "cpu_vs_leanest": cr}
                 print(f"{g:<12} req/s {_fmt(rr, '.2f')}x {fast}'s, cpu/req {_fmt(cr, '.2f')}x {lean}'s")
+            if "floor" in med:
+                cr = ratio(med["floor"]["cpu_per_req"], peers[lean]["cpu_per_req"])
+                summary[size]["floor_cpu_vs_leanest"] = cr
+                print(f"{'floor':<12} cpu/req {_fmt(cr, '.2f')}x {lean}'s: no epoll server can go lower here")
         print()
     print("req/s ratio > 1: gearshift serves more; cpu ratio < 1: gearshift spends less CPU per request.")
     print("user us/req: the part of cpu us/req in the server's own code; the rest is the kernel's")

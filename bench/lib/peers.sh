@@ -67,6 +67,24 @@ CONF
     return 1
 }
 
+# bench_start_floor WORK [PIN_CPU]: bench/floor/floor.c (no HTTP at all: the kernel's floor for
+# a keep-alive answer), built with cc. Sets FLOOR_PID, FLOOR_PORT.
+bench_start_floor() {
+    local work=$1 cpu=${2:-} pre=() i
+    [ -n "$cpu" ] && pre=(taskset -c "$cpu")
+    cc -O2 -o "$work/floor" "$BENCH_DIR/floor/floor.c" || return 1
+    "${pre[@]}" "$work/floor" >"$work/floor.out" 2>&1 </dev/null &
+    FLOOR_PID=$!
+    FLOOR_PORT=
+    for i in $(seq 1 50); do
+        FLOOR_PORT=$(sed -n 's/^port //p' "$work/floor.out")
+        [ -n "$FLOOR_PORT" ] && break
+        sleep 0.1
+    done
+    [ -n "$FLOOR_PORT" ] || { log "floor did not start: $(cat "$work/floor.out")"; return 1; }
+    log "floor pid $FLOOR_PID port $FLOOR_PORT"
+}
+
 # bench_start_server SERVER WORK CPU GS_CONFIG: nginx, lighttpd, h2o or gs-ENGINE (gearshift
 # with that engine and config file), pinned to CPU, serving WORK/root. Sets SRV_PID, SRV_PORT.
 bench_start_server() {
@@ -81,6 +99,9 @@ bench_start_server() {
         h2o)
             bench_start_h2o "$work/h2o" "$work/root" "$work/h2o.out" "$cpu" || return 1
             SRV_PORT=$H2O_PORT SRV_PID=$H2O_PID ;;
+        floor)
+            bench_start_floor "$work" "$cpu" || return 1
+            SRV_PORT=$FLOOR_PORT SRV_PID=$FLOOR_PID ;;
         gs-*)
             bench_start_gearshift "$work/root" "$work/$srv.out" "$cpu" --config "$gs_config" \
                 --engine "${srv#gs-}" || return 1
