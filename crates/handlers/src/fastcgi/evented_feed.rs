@@ -12,6 +12,14 @@ impl FcgiExchange {
     /// Backend bytes: records, split anywhere; STDOUT parsed as a CGI response and relayed.
     pub fn feed(&mut self, data: &[u8], date: &[u8; DATE_LEN], out: &mut Batch) -> FcgiFed {
         self.received = true;
+        if self.probes() {
+            self.rbuf.extend_from_slice(data);
+            let Some(answer) = crate::fastcgi::conn::values_answer(&self.rbuf) else {
+                return FcgiFed::More;
+            };
+            self.probe_ended(answer);
+            return FcgiFed::Probed;
+        }
         if self.rbuf.is_empty() {
             let (used, fed) = self.records(data, date, out);
             if fed == FcgiFed::More {
@@ -148,6 +156,10 @@ impl FcgiExchange {
 
     /// The backend closed its side (or failed) before END_REQUEST.
     pub fn eof(&mut self) -> FcgiFed {
+        if self.probes() {
+            self.probe_ended(None);
+            return FcgiFed::Probed;
+        }
         crate::fastcgi::exchange::flush_stderr(&mut self.err_line, &self.path);
         if self.unanswered() {
             return FcgiFed::Early;
