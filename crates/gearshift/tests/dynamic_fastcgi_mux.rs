@@ -38,9 +38,14 @@ fn py_docroot() -> TempDir {
     root
 }
 
+/// On the event engine each loop owns its multiplexed connections (eventloop/fcgi_mux.rs),
+/// as each process does under fork and prefork: one loop, so that every client shares one
+/// connection set.
 fn mux_server(py: &PyMux, extra: &str) -> Server {
+    let event = !std::env::var("GEARSHIFT_TEST_ENGINE").is_ok_and(|e| e != "event");
+    let workers = if event { "workers = 1\n" } else { "" };
     let (cfg, path) = config_file(&format!(
-        "listen = \"127.0.0.1:0\"\n[http]\nmax_body = 100000000\n[fastcgi]\nbackend = \"{}\"\nextensions = [\".x\"]\n{extra}",
+        "listen = \"127.0.0.1:0\"\n{workers}[http]\nmax_body = 100000000\n[fastcgi]\nbackend = \"{}\"\nextensions = [\".x\"]\n{extra}",
         py.addr
     ));
     let mut s = serve(py_docroot(), &["--config", &path]);
@@ -123,6 +128,42 @@ fn concurrent_requests_share_a_bounded_set_of_connections() {
         assert!(st["conns"] <= 2, "at most 2 connections: {st:?}");
         assert!(st["maxconc"] >= 2, "requests share a connection: {st:?}");
     }
+    // Run by the event loop itself (its own connections), not the dynamic pool.
+    assert_no_dynamic_pool(&s);
+}
+
+#[test]
+fn many_concurrent_requests_run_in_the_loop_over_few_connections() {
+    // More clients at once than the connections take: the rest wait for room, and every
+    // answer is its own request's (ids reused only once free).
+    let py = PyMux::start(10, 50);
+    let s = mux_server(&py, "multiplex_connections = 2\nmultiplex_requests = 6\n");
+    let addr = s.addr;
+    let clients: Vec<_> = (0..24)
+        .map(|i| {
+            thread::spawn(move || {
+                let body = pattern(1000 + i * 3001, i as u64);
+                let mut c = Conn::open(addr);
+                c.send(&post(&format!("/id.x?n=m{i}&ms=300"), &body));
+                let r = c.response();
+                (r.status, r.text(), echoed(&format!("m{i}"), &body))
+            })
+        })
+        .collect();
+    for t in clients {
+        let (status, got, want) = t.join().unwrap();
+        assert_eq!((status, got), (200, want), "{}", s.stderr_text());
+    }
+    let st = py.stats();
+    assert_eq!((st["requests"], st["dupids"]), (24, 0), "{st:?}");
+    assert!(st["maxconc"] <= 6, "per-connection cap: {st:?}");
+    if one_process() {
+        assert!(
+            st["conns"] <= 2,
+            "24 requests over at most 2 connections: {st:?}"
+        );
+    }
+    assert_no_dynamic_pool(&s);
 }
 
 #[test]
@@ -158,6 +199,8 @@ fn the_backends_max_reqs_bounds_a_connection() {
     if one_process() {
         assert_eq!(st["conns"], 1, "FCGI_MAX_CONNS=1: {st:?}");
     }
+    // Run by the event loop itself (its own connections), not the dynamic pool.
+    assert_no_dynamic_pool(&s);
 }
 
 #[test]
@@ -188,6 +231,8 @@ fn a_slow_request_does_not_delay_a_fast_one_on_the_same_connection() {
         let st = py.stats();
         assert_eq!((st["conns"], st["maxconc"]), (1, 2), "{st:?}");
     }
+    // Run by the event loop itself (its own connections), not the dynamic pool.
+    assert_no_dynamic_pool(&s);
 }
 
 #[test]
@@ -241,6 +286,8 @@ fn large_upload_and_download_interleave_with_other_requests() {
         assert_eq!(st["conns"], 1, "{st:?}");
         assert!(st["maxconc"] >= 2, "{st:?}");
     }
+    // Run by the event loop itself (its own connections), not the dynamic pool.
+    assert_no_dynamic_pool(&s);
 }
 
 /// The policy for a client slower than the backend (see `fastcgi/inbox.rs`): its answer is
@@ -287,6 +334,8 @@ fn a_client_that_does_not_read_does_not_stall_the_connection() {
     if one_process() {
         assert_eq!(py.stat("conns"), 1, "{:?}", py.stats());
     }
+    // Run by the event loop itself (its own connections), not the dynamic pool.
+    assert_no_dynamic_pool(&s);
 }
 
 #[test]
@@ -325,6 +374,8 @@ fn a_client_that_leaves_is_aborted_and_the_connection_serves_on() {
     if one_process() {
         assert_eq!(st["conns"], 1, "the connection served on: {st:?}");
     }
+    // Run by the event loop itself (its own connections), not the dynamic pool.
+    assert_no_dynamic_pool(&s);
 }
 
 #[test]
@@ -358,6 +409,8 @@ fn a_backend_killed_mid_flight_is_502_then_recovery() {
     for t in again {
         assert_eq!(t.join().unwrap(), (200, true));
     }
+    // Run by the event loop itself (its own connections), not the dynamic pool.
+    assert_no_dynamic_pool(&s);
 }
 
 #[test]
@@ -398,6 +451,8 @@ fn cant_mpx_conn_is_502_and_the_backend_is_asked_again() {
     assert_eq!(answer(&mut c, &s).text(), echoed("two", b""));
     assert_eq!(py.stat("probes"), probes + 1, "{:?}", py.stats());
     assert!(s.stderr_text().contains("FCGI_CANT_MPX_CONN"));
+    // Run by the event loop itself (its own connections), not the dynamic pool.
+    assert_no_dynamic_pool(&s);
 }
 
 #[test]

@@ -207,6 +207,12 @@ impl ConnPool {
         })
     }
 
+    /// Ask the backend FCGI_GET_VALUES again before its next request (an event loop's
+    /// multiplexed connection died, or a request was refused with FCGI_CANT_MPX_CONN).
+    pub(super) fn forget_values(&self) {
+        *self.values.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
     /// The backend's FCGI_GET_VALUES answer if it is known (nothing is asked).
     pub(super) fn known_values(&self) -> Option<Values> {
         *self.values.lock().unwrap_or_else(|p| p.into_inner())

@@ -21,11 +21,15 @@
 //! process: while it is unknown the exchange first asks it, as I/O of the loop like any
 //! other (`FcgiFed::Probed`; the blocking path's `ConnPool::values` waits up to
 //! `PROBE_TIMEOUT`, which would hold every connection of the loop), then the request is
-//! started again. Not run this way (`FastCgi::evented` says None, and the blocking path
-//! serves them): backends that multiplex (FCGI_MPXS_CONNS=1 with `multiplex = "auto"`:
-//! `mux` shares connections among threads).
+//! started again. A backend that multiplexes (FCGI_MPXS_CONNS=1) gets its requests on
+//! connections the loop shares among them (eventloop/fcgi_mux.rs), each exchange under a
+//! request id of its own and its answer always buffered for a slow client
+//! (evented_mux.rs). Not run this way (`FastCgi::evented` says None, and the blocking path
+//! serves it): a body that streams as it arrives to a multiplexing backend (the blocking
+//! `mux` feeds it).
 
 use super::conn::{Backend, ConnPool};
+use super::mux::Limits;
 use super::{record, FastCgi, Slot, ID};
 use crate::dispatch::Peers;
 use crate::files::fs::Root;
@@ -101,9 +105,18 @@ pub struct FcgiExchange {
     /// Response buffering: bounds of what the loop holds for a slow client while it goes
     /// on reading the backend (None: off, or its bounds were reached).
     pub buffer: Option<Held>,
-    /// The exchange only asks the backend FCGI_GET_VALUES (`recs` is the query), for this
+    /// The backend's pool (its FCGI_GET_VALUES answer).
+    pool: Arc<ConnPool>,
+    /// The exchange only asks the backend FCGI_GET_VALUES (`recs` is the query), for the
     /// pool to keep the answer; the request itself is started again afterwards.
-    probe: Option<Arc<ConnPool>>,
+    probe: bool,
+    /// The request id its records carry (`ID` on a connection of its own).
+    id: u16,
+    /// The backend multiplexes: the request goes on a connection the loop shares among
+    /// requests (eventloop/fcgi_mux.rs), within these bounds.
+    mux: Option<Limits>,
+    /// The loop's token of the shared connection it is on (None before, and after).
+    pub mux_conn: Option<usize>,
 }
 
 /// What backend input did to the exchange.
@@ -145,7 +158,8 @@ impl FastCgi {
             return None; // spooled first (`spool.rs`): the session reads it whole for the loop
         }
         let mode = self.loop_mode();
-        if matches!(mode, LoopMode::Blocking) {
+        if matches!(mode, LoopMode::Mux(_)) && streaming {
+            // A body that streams would hold a shared connection: the blocking path's.
             return None;
         }
         let mut ex = FcgiExchange {
@@ -185,8 +199,15 @@ impl FastCgi {
             started_us: gearshift_core::metrics::now_us(),
             io_deadline: u64::MAX,
             buffer: buffering.filter(|b| b.response).map(|b| Held::new(&b)),
-            probe: None,
+            pool: self.pool.clone(),
+            probe: false,
+            id: ID,
+            mux: None,
+            mux_conn: None,
         };
+        if let LoopMode::Mux(limits) = mode {
+            ex.multiplexed(limits, buffering);
+        }
         let Some(script) = self.split(head.path) else {
             return Some(ex.answer(404));
         };
@@ -197,7 +218,7 @@ impl FastCgi {
             return Some(ex.answer(status));
         }
         if matches!(mode, LoopMode::Probe) {
-            return Some(ex.probing(self.pool.clone()));
+            return Some(ex.probing());
         }
         let spool = body.take();
         if !self.busy.acquire(self.max_connections) {
@@ -235,7 +256,7 @@ impl FastCgi {
             }
         }
         let no_body = ex.body.is_none() && !ex.streaming;
-        ex.recs = self.request_records(&sized, &script, peers, no_body, ID);
+        ex.recs = self.request_records(&sized, &script, peers, no_body, ex.id);
         Some(ex)
     }
 }
@@ -280,7 +301,7 @@ impl FcgiExchange {
     /// that is left to send is a streamed body the client has not sent yet: then the
     /// client's body timeout applies).
     pub fn progress(&mut self, now_ms: u64) {
-        if self.probe.is_some() {
+        if self.probe {
             let t = self
                 .connect_timeout_ms
                 .min(d::PROBE_TIMEOUT.as_millis() as u64);
@@ -324,9 +345,9 @@ impl FcgiExchange {
                 None => Ok(None),
             };
             match piece {
-                Ok(Some(data)) => record::stream(&mut self.chunk, record::STDIN, ID, data),
+                Ok(Some(data)) => record::stream(&mut self.chunk, record::STDIN, self.id, data),
                 Ok(None) => {
-                    record::end_stream(&mut self.chunk, record::STDIN, ID);
+                    record::end_stream(&mut self.chunk, record::STDIN, self.id);
                     self.stdin_ended = true;
                     self.body = None;
                 }
@@ -443,6 +464,10 @@ mod body;
 
 #[path = "evented_probe.rs"]
 mod probe;
+
+#[path = "evented_mux.rs"]
+mod mux;
+pub use mux::{abort_record, mux_record, MuxBackend, MuxRecord};
 
 #[cfg(test)]
 #[path = "evented_tests.rs"]

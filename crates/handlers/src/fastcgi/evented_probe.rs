@@ -9,8 +9,8 @@
 //! loop starts the request again (`FastCgi::evented`), now knowing where it goes.
 
 use super::{FastCgi, FcgiExchange};
-use crate::fastcgi::conn::{self, ConnPool};
-use std::sync::Arc;
+use crate::fastcgi::conn;
+use crate::fastcgi::mux::Limits;
 
 /// Whether the loop runs requests to this backend.
 pub(super) enum LoopMode {
@@ -18,14 +18,14 @@ pub(super) enum LoopMode {
     Serve,
     /// The backend's FCGI_GET_VALUES answer is not known yet: the loop asks it first.
     Probe,
-    /// It multiplexes: the blocking path's.
-    Blocking,
+    /// It multiplexes: requests share the loop's connections within these bounds.
+    Mux(Limits),
 }
 
 impl FastCgi {
-    /// How the loop goes about this backend: it serves it one request per connection,
-    /// unless it multiplexes and `multiplex = "auto"` (then the blocking path's `mux`
-    /// shares connections among threads). Its FCGI_GET_VALUES answer is asked once per
+    /// How the loop goes about this backend: one request per connection, unless it
+    /// multiplexes and `multiplex = "auto"` (then the loop shares its connections among
+    /// requests, `mux_limits`' bounds). Its FCGI_GET_VALUES answer is asked once per
     /// process; the loop never waits for it (up to `PROBE_TIMEOUT` for a backend that
     /// ignores management records, and every connection of the loop would wait with it):
     /// it asks on a connection of its own like any other I/O (`probing`).
@@ -33,38 +33,39 @@ impl FastCgi {
         if !self.multiplex {
             return LoopMode::Serve;
         }
-        match self.pool.known_values() {
+        match self.pool.known_values().map(|v| self.limits_for(v)) {
             None => LoopMode::Probe,
-            Some(v) if v.mpxs => LoopMode::Blocking,
-            Some(_) => LoopMode::Serve,
+            Some(Some(limits)) => LoopMode::Mux(limits),
+            Some(None) => LoopMode::Serve,
         }
     }
 }
 
 impl FcgiExchange {
-    /// An exchange that asks `pool`'s backend FCGI_GET_VALUES and nothing else, on a
-    /// fresh connection (php-fpm closes it after answering), within the blocking path's
-    /// bound (`PROBE_TIMEOUT`, the connect timeout if shorter, `progress`); what it
-    /// learns, an answer or none, is kept in the pool (`FcgiFed::Probed`).
-    pub(super) fn probing(mut self, pool: Arc<ConnPool>) -> FcgiExchange {
+    /// An exchange that asks the backend FCGI_GET_VALUES and nothing else, on a fresh
+    /// connection (php-fpm closes it after answering), within the blocking path's bound
+    /// (`PROBE_TIMEOUT`, the connect timeout if shorter, `progress`); what it learns, an
+    /// answer or none, is kept in the pool (`FcgiFed::Probed`).
+    pub(super) fn probing(mut self) -> FcgiExchange {
         self.recs = conn::values_query();
         self.streaming = false;
         self.continue_due = false;
         self.stdin_ended = true;
         self.fresh_only = true;
-        self.probe = Some(pool);
+        self.mux = None;
+        self.probe = true;
         self
     }
 
     /// The exchange asks FCGI_GET_VALUES (`probing`) and has no answer yet.
     pub fn probes(&self) -> bool {
-        self.probe.is_some()
+        self.probe
     }
 
     /// The probe ended: the backend's answer (None: none, or none in time) is kept.
     pub fn probe_ended(&mut self, answer: Option<Vec<(String, String)>>) {
-        if let Some(pool) = self.probe.take() {
-            pool.learned(answer);
+        if std::mem::take(&mut self.probe) {
+            self.pool.learned(answer);
         }
     }
 }

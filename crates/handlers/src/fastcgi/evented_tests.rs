@@ -433,44 +433,5 @@ fn matches_agrees_with_split() {
     assert!(f.fcgi.matches(b"/a.php/x") && f.fcgi.matches(b"/app/x"));
 }
 
-#[test]
-fn an_unknown_backend_is_probed_by_an_exchange_of_its_own() {
-    let f = fixture("probe", |c| c.multiplex = "auto".into());
-    let head = parse_head(GET, &Limits::default()).unwrap().unwrap();
-    let mut body = None;
-    let ev = |f: &Fixture, body: &mut Option<Box<BodySpool>>| {
-        f.fcgi.evented(&f.root, &head, peers(), body, true, None)
-    };
-    // Unknown: the exchange asks FCGI_GET_VALUES on a fresh connection, nothing else.
-    let mut ex = ev(&f, &mut body).expect("the loop asks");
-    assert!(ex.probes() && !ex.may_reuse() && ex.pick().is_some());
-    assert_eq!(drain_send(&mut ex), crate::fastcgi::conn::values_query());
-    assert!(!ex.sending());
-    // The answer comes split: kept by the pool; the request then runs in the loop.
-    let mut pairs = Vec::new();
-    record::pair(&mut pairs, b"FCGI_MPXS_CONNS", b"0");
-    let mut answer = Vec::new();
-    record::header(&mut answer, record::GET_VALUES_RESULT, 0, pairs.len(), 0);
-    answer.extend_from_slice(&pairs);
-    let mut out = Batch::default();
-    assert_eq!(ex.feed(&answer[..5], DATE, &mut out), FcgiFed::More);
-    assert_eq!(ex.feed(&answer[5..], DATE, &mut out), FcgiFed::Probed);
-    assert!(!ex.probes() && out.is_empty());
-    let ex = ev(&f, &mut body).expect("served by the loop");
-    assert!(!ex.probes());
-    // A multiplexing backend is the blocking path's.
-    let f = fixture("probe-mpx", |c| c.multiplex = "auto".into());
-    let mut ex = ev(&f, &mut body).expect("the loop asks");
-    let mut pairs = Vec::new();
-    record::pair(&mut pairs, b"FCGI_MPXS_CONNS", b"1");
-    let mut answer = Vec::new();
-    record::header(&mut answer, record::GET_VALUES_RESULT, 0, pairs.len(), 0);
-    answer.extend_from_slice(&pairs);
-    assert_eq!(ex.feed(&answer, DATE, &mut out), FcgiFed::Probed);
-    assert!(ev(&f, &mut body).is_none());
-    // No answer (the connection closed, or the loop's timeout): served one per connection.
-    let f = fixture("probe-none", |c| c.multiplex = "auto".into());
-    let mut ex = ev(&f, &mut body).expect("the loop asks");
-    assert_eq!(ex.eof(), FcgiFed::Probed);
-    assert!(ev(&f, &mut body).is_some_and(|ex| !ex.probes()));
-}
+#[path = "evented_mux_tests.rs"]
+mod mux;

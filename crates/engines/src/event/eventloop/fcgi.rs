@@ -15,8 +15,9 @@
 //! `bodyin.rs`, as for the proxy. Before the first request to a backend with
 //! `multiplex = "auto"` the exchange asks it FCGI_GET_VALUES on a connection of its own,
 //! non-blocking as the rest (`fcgi_probed`), and the request is started again with the
-//! answer known. Requests the loop does not run (a multiplexing backend) go to the dynamic
-//! pool as before.
+//! answer known. A backend that multiplexes gets its requests on connections the loop
+//! shares among them (`fcgi_mux.rs`); only a body that streams as it arrives to such a
+//! backend goes to the dynamic pool.
 
 use super::proxied::RELAY_READS;
 use super::push::Pushed;
@@ -86,9 +87,12 @@ impl EventLoop {
     }
 
     /// Send the request on a kept connection, else a new one; or answer the error.
-    fn fcgi_next(&mut self, k: usize, svc: &Service) {
+    pub(super) fn fcgi_next(&mut self, k: usize, svc: &Service) {
         let now = self.w.now_ms;
         let ex = self.exchanges.fcgi_mut(k).expect("exchange");
+        if ex.multiplexed_limits().is_some() {
+            return self.mux_begin(k, svc);
+        }
         let reuse = ex.may_reuse();
         let Some(backend) = ex.pick() else {
             ex.error(None, self.w.date.get(), &mut self.batch);
@@ -124,6 +128,7 @@ impl EventLoop {
                 hup: false,
                 idle_until: 0,
                 idle_since: 0,
+                mux: false,
             });
             Ok((key, done))
         });
@@ -292,7 +297,7 @@ impl EventLoop {
     /// A local redirect (RFC 3875 6.2.2): the connection is given up (its END_REQUEST is
     /// not awaited) and the request answered as a GET of `location`, in place when that
     /// is a static file. A redirect to another dynamic handler is not run by the loop: 500.
-    fn fcgi_redirect(&mut self, k: usize, location: &[u8], svc: &Service) {
+    pub(super) fn fcgi_redirect(&mut self, k: usize, location: &[u8], svc: &Service) {
         let Some(Running {
             ex: Job::Fcgi(ex),
             request,
@@ -336,6 +341,12 @@ impl EventLoop {
             return;
         };
         tracing::debug!(target: "fastcgi", worker = self.id, k, reusable, "exchange done");
+        if let Some(key) = ex.mux_conn.take() {
+            self.mux_release(key, ex.id());
+        }
+        if ex.multiplexed_limits().is_some() {
+            self.ups.mux.forget(k);
+        }
         if let Some(key) = ex.conn.take() {
             let (max, timeout_ms, max_uses) = ex.keepalive();
             let u = &self.ups.conns[key];
@@ -357,6 +368,9 @@ impl EventLoop {
         let Some(ex) = self.exchanges.fcgi_mut(k) else {
             return;
         };
+        if ex.multiplexed_limits().is_some() {
+            return self.mux_timeout(k, svc);
+        }
         if ex.unanswered() {
             let connecting = ex
                 .conn
