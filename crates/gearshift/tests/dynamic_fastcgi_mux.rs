@@ -7,102 +7,17 @@
 //! gives 502s and then recovery, and `multiplex = "off"` keeps one request per
 //! connection. Under the process engines (fork, prefork, worker) each process has its own
 //! connections, so the assertions on sharing apply only where one process serves every
-//! client.
+//! client. On the event engine the loop runs them itself, on connections it owns
+//! (eventloop/fcgi_mux.rs): every test also checks that no dynamic pool thread ran; more
+//! in fastcgi_mux_loop.rs.
 
 mod common;
 mod fastcgi_peers;
 
 use common::*;
-use fastcgi_peers::mux::{crc32, Mpxs, PyMux};
+use fastcgi_peers::mux::*;
 use std::thread;
 use std::time::{Duration, Instant};
-
-/// Whether one process serves every client (so all requests share one connection set).
-fn one_process() -> bool {
-    !matches!(
-        std::env::var("GEARSHIFT_TEST_ENGINE").as_deref(),
-        Ok("fork" | "prefork" | "worker")
-    )
-}
-
-/// gearshift sending `.x` to `py`, with `extra` in `[fastcgi]`.
-/// The standard docroot with the scripts the Python backends answer (the server checks
-/// that a script exists before it asks the backend).
-fn py_docroot() -> TempDir {
-    let root = standard_docroot();
-    for name in [
-        "id", "slow", "fast", "echo", "big", "hold", "cantmpx", "cut", "ok",
-    ] {
-        root.write(&format!("{name}.x"), "answered by the Python backend\n");
-    }
-    root
-}
-
-/// On the event engine each loop owns its multiplexed connections (eventloop/fcgi_mux.rs),
-/// as each process does under fork and prefork: one loop, so that every client shares one
-/// connection set.
-fn mux_server(py: &PyMux, extra: &str) -> Server {
-    let event = !std::env::var("GEARSHIFT_TEST_ENGINE").is_ok_and(|e| e != "event");
-    let workers = if event { "workers = 1\n" } else { "" };
-    let (cfg, path) = config_file(&format!(
-        "listen = \"127.0.0.1:0\"\n{workers}[http]\nmax_body = 100000000\n[fastcgi]\nbackend = \"{}\"\nextensions = [\".x\"]\n{extra}",
-        py.addr
-    ));
-    let mut s = serve(py_docroot(), &["--config", &path]);
-    s.keep.push(cfg);
-    s
-}
-
-/// `n` clients started one after another, each once the previous one's request reached
-/// the backend, so they are all in flight together whatever the engine (the staged
-/// engine's process threads take queued connections in batches and would run requests
-/// that arrive in the same instant one after the other).
-fn staggered<T: Send + 'static>(
-    py: &PyMux,
-    n: usize,
-    f: impl Fn(usize) -> T + Send + Sync + Clone + 'static,
-) -> Vec<thread::JoinHandle<T>> {
-    let base = py.stat("requests");
-    (0..n)
-        .map(|i| {
-            let f = f.clone();
-            let t = thread::spawn(move || f(i));
-            reached(py, base + i as u64 + 1);
-            t
-        })
-        .collect()
-}
-
-/// Wait until the backend has begun `n` requests.
-fn reached(py: &PyMux, n: u64) {
-    assert!(
-        poll(Duration::from_secs(10), || (py.stat("requests") >= n)
-            .then_some(()))
-        .is_some(),
-        "{n} requests did not reach the backend: {:?}",
-        py.stats()
-    );
-}
-
-fn post(path: &str, body: &[u8]) -> Vec<u8> {
-    let mut r = format!(
-        "POST {path} HTTP/1.1\r\nHost: t\r\nContent-Type: application/octet-stream\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    )
-    .into_bytes();
-    r.extend_from_slice(body);
-    r
-}
-
-fn answer(c: &mut Conn, s: &Server) -> Response {
-    c.try_response(false)
-        .unwrap_or_else(|e| panic!("{e}; server log:\n{}", s.stderr_text()))
-}
-
-/// What the backend answers for a body: `tag length crc32`.
-fn echoed(tag: &str, body: &[u8]) -> String {
-    format!("{tag} {} {:08x}", body.len(), crc32(body))
-}
 
 #[test]
 fn concurrent_requests_share_a_bounded_set_of_connections() {
@@ -129,40 +44,6 @@ fn concurrent_requests_share_a_bounded_set_of_connections() {
         assert!(st["maxconc"] >= 2, "requests share a connection: {st:?}");
     }
     // Run by the event loop itself (its own connections), not the dynamic pool.
-    assert_no_dynamic_pool(&s);
-}
-
-#[test]
-fn many_concurrent_requests_run_in_the_loop_over_few_connections() {
-    // More clients at once than the connections take: the rest wait for room, and every
-    // answer is its own request's (ids reused only once free).
-    let py = PyMux::start(10, 50);
-    let s = mux_server(&py, "multiplex_connections = 2\nmultiplex_requests = 6\n");
-    let addr = s.addr;
-    let clients: Vec<_> = (0..24)
-        .map(|i| {
-            thread::spawn(move || {
-                let body = pattern(1000 + i * 3001, i as u64);
-                let mut c = Conn::open(addr);
-                c.send(&post(&format!("/id.x?n=m{i}&ms=300"), &body));
-                let r = c.response();
-                (r.status, r.text(), echoed(&format!("m{i}"), &body))
-            })
-        })
-        .collect();
-    for t in clients {
-        let (status, got, want) = t.join().unwrap();
-        assert_eq!((status, got), (200, want), "{}", s.stderr_text());
-    }
-    let st = py.stats();
-    assert_eq!((st["requests"], st["dupids"]), (24, 0), "{st:?}");
-    assert!(st["maxconc"] <= 6, "per-connection cap: {st:?}");
-    if one_process() {
-        assert!(
-            st["conns"] <= 2,
-            "24 requests over at most 2 connections: {st:?}"
-        );
-    }
     assert_no_dynamic_pool(&s);
 }
 

@@ -24,9 +24,7 @@
 //! started again. A backend that multiplexes (FCGI_MPXS_CONNS=1) gets its requests on
 //! connections the loop shares among them (eventloop/fcgi_mux.rs), each exchange under a
 //! request id of its own and its answer always buffered for a slow client
-//! (evented_mux.rs). Not run this way (`FastCgi::evented` says None, and the blocking path
-//! serves it): a body that streams as it arrives to a multiplexing backend (the blocking
-//! `mux` feeds it).
+//! (evented_mux.rs); a body that streams goes out on it as on a connection of its own.
 
 use super::conn::{Backend, ConnPool};
 use super::mux::Limits;
@@ -158,10 +156,6 @@ impl FastCgi {
             return None; // spooled first (`spool.rs`): the session reads it whole for the loop
         }
         let mode = self.loop_mode();
-        if matches!(mode, LoopMode::Mux(_)) && streaming {
-            // A body that streams would hold a shared connection: the blocking path's.
-            return None;
-        }
         let mut ex = FcgiExchange {
             backend: self.pool.backend.clone(),
             read_timeout_ms: self.read_timeout_ms,

@@ -16,8 +16,8 @@
 //! `multiplex = "auto"` the exchange asks it FCGI_GET_VALUES on a connection of its own,
 //! non-blocking as the rest (`fcgi_probed`), and the request is started again with the
 //! answer known. A backend that multiplexes gets its requests on connections the loop
-//! shares among them (`fcgi_mux.rs`); only a body that streams as it arrives to such a
-//! backend goes to the dynamic pool.
+//! shares among them (`fcgi_mux.rs`), streamed bodies too: no FastCGI request goes to
+//! the dynamic pool.
 
 use super::proxied::RELAY_READS;
 use super::push::Pushed;

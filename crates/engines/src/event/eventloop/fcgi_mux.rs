@@ -29,6 +29,7 @@
 use super::upstreams::{connect_peer, Peer, UpConn, UPSTREAM};
 use super::EventLoop;
 use gearshift_handlers::fastcgi::{abort_record, MuxBackend};
+use gearshift_handlers::stream::streamed::StreamedBody;
 use gearshift_handlers::Service;
 use rustix::event::epoll::{self, EventData, EventFlags};
 use rustix::fd::AsFd;
@@ -257,6 +258,7 @@ impl EventLoop {
                 let Some(ex) = self.exchanges.fcgi_mut(k) else {
                     continue;
                 };
+                let body = ex.head_sent();
                 match ex.to_send() {
                     None => spool_failed.push(k),
                     Some([]) => {}
@@ -266,6 +268,10 @@ impl EventLoop {
                         ex.sent(n);
                         ex.progress(now);
                         c.sending.push_back(id);
+                        // A body streaming from its client has room again: read on.
+                        if body && ex.streams_body() && !self.ups.more.contains(&k) {
+                            self.ups.more.push(k);
+                        }
                     }
                 }
             }
@@ -304,6 +310,19 @@ impl EventLoop {
                 self.fcgi_end(k, false, svc);
             }
         }
+    }
+
+    /// Request `id` on connection `key` has more to send (a streamed body's next piece):
+    /// its turn in the queue, and the queue sent on.
+    pub(super) fn mux_wake(&mut self, key: usize, id: u16, svc: &Service) {
+        let Some(ci) = self.ups.mux.find(key) else {
+            return;
+        };
+        let c = &mut self.ups.mux.conns[ci];
+        if !c.sending.contains(&id) {
+            c.sending.push_back(id);
+        }
+        self.mux_flush(key, svc);
     }
 
     /// The exchange of `id` on connection `key` is done: the id is free if the backend
