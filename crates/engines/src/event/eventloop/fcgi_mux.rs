@@ -100,6 +100,11 @@ impl MuxSet {
         self.waiting.retain(|&w| w != k);
     }
 
+    /// Exchanges wait for room (they are this loop's, with no connection yet).
+    pub(super) fn waits(&self) -> bool {
+        !self.waiting.is_empty()
+    }
+
     /// Connections carrying no request.
     pub(super) fn idle(&self) -> usize {
         self.conns.iter().filter(|c| c.reqs.is_empty()).count()

@@ -195,7 +195,7 @@ impl Upstreams {
     /// Exchanges in flight hold connections of this loop (they cannot move to another).
     pub(super) fn busy(&self) -> bool {
         let idle = self.idle.iter().map(|l| l.keys.len()).sum::<usize>() + self.mux.idle();
-        self.conns.len() > idle
+        self.conns.len() > idle || self.mux.waits()
     }
 }
 
