@@ -253,6 +253,15 @@ impl EventLoop {
         let mut spool_failed = Vec::new();
         let mut dead = false;
         loop {
+            // What went out is dropped first, so the queue holds about QUEUE_LOW.
+            if c.out_sent == c.out.len() {
+                c.out.clear();
+                c.out_sent = 0;
+                c.free_ended();
+            } else if c.out_sent >= QUEUE_LOW {
+                c.out.drain(..c.out_sent);
+                c.out_sent = 0;
+            }
             while c.out.len() - c.out_sent < QUEUE_LOW {
                 let Some(id) = c.sending.pop_front() else {
                     break;
@@ -281,9 +290,6 @@ impl EventLoop {
                 }
             }
             if c.out_sent == c.out.len() {
-                c.out.clear();
-                c.out_sent = 0;
-                c.free_ended();
                 break;
             }
             match rustix::net::send(u.fd.as_fd(), &c.out[c.out_sent..], SendFlags::NOSIGNAL) {
@@ -295,10 +301,6 @@ impl EventLoop {
                     break;
                 }
             }
-        }
-        if c.out_sent > QUEUE_LOW {
-            c.out.drain(..c.out_sent);
-            c.out_sent = 0;
         }
         if dead {
             return self.mux_lost(key, "write failed", svc);
