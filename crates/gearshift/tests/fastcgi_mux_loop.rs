@@ -2,7 +2,8 @@
 //! Python backend of `fastcgi_peers::mux` (FCGI_MPXS_CONNS=1): more concurrent requests
 //! than the connections take (the rest wait for room), request bodies streamed as they
 //! arrive (`request_buffering = false`) on a shared connection while others run on it,
-//! and such a body stalling (408, aborted at the backend, the connection serving on).
+//! such a body stalling (408, aborted at the backend, the connection serving on), and a
+//! large one not held whole.
 //! Each also holds on the blocking engines (GEARSHIFT_TEST_ENGINE), where the dynamic
 //! pool's `mux` serves them.
 
@@ -132,5 +133,31 @@ fn a_streamed_body_that_stalls_is_408_and_aborted() {
     if one_process() {
         assert_eq!(py.stat("conns"), 1, "{:?}", py.stats());
     }
+    assert_no_dynamic_pool(&s);
+}
+
+#[test]
+fn a_large_streamed_body_is_not_held_whole() {
+    let py = PyMux::start(10, 50);
+    let s = mux_server(
+        &py,
+        "multiplex_connections = 1\nrequest_buffering = false\n",
+    );
+    let before = peak_kib(s.pid());
+    const LEN: usize = 24 << 20;
+    let body = pattern(LEN, 8);
+    let mut c = s.conn();
+    c.send(
+        format!("PUT /echo.x?n=large HTTP/1.1\r\nHost: t\r\nContent-Length: {LEN}\r\n\r\n")
+            .as_bytes(),
+    );
+    c.stream.write_all(&body).unwrap();
+    let r = answer(&mut c, &s);
+    assert_eq!((r.status, r.text()), (200, echoed("large", &body)));
+    let peak = peak_kib(s.pid());
+    assert!(
+        peak < before + 16 * 1024,
+        "peak RSS grew from {before} KiB to {peak} KiB for a 24 MiB streamed body"
+    );
     assert_no_dynamic_pool(&s);
 }
