@@ -251,8 +251,9 @@ pub mod fastcgi {
     /// FCGI_MAX_REQS, and the bound on what it announces: 50, the example value the
     /// FastCGI 1.0 specification gives for FCGI_MAX_REQS (section 4.1).
     pub const MUX_REQUESTS: usize = 50;
-    /// Multiplexed connections per process (fewer if the backend announces a lower
-    /// FCGI_MAX_CONNS): 10, the specification's example value for FCGI_MAX_CONNS (4.1).
+    /// Multiplexed connections per process, per event loop on the event engine (fewer if
+    /// the backend announces a lower FCGI_MAX_CONNS): 10, the specification's example value
+    /// for FCGI_MAX_CONNS (4.1).
     pub const MUX_CONNECTIONS: usize = 10;
     /// Bytes of one multiplexed request's answer held in memory while its client is slower
     /// than the backend: nginx's `fastcgi_buffers 8 8k` (64 KiB per request).

@@ -7,97 +7,17 @@
 //! gives 502s and then recovery, and `multiplex = "off"` keeps one request per
 //! connection. Under the process engines (fork, prefork, worker) each process has its own
 //! connections, so the assertions on sharing apply only where one process serves every
-//! client.
+//! client. On the event engine the loop runs them itself, on connections it owns
+//! (eventloop/fcgi_mux.rs): every test also checks that no dynamic pool thread ran; more
+//! in fastcgi_mux_loop.rs.
 
 mod common;
 mod fastcgi_peers;
 
 use common::*;
-use fastcgi_peers::mux::{crc32, Mpxs, PyMux};
+use fastcgi_peers::mux::*;
 use std::thread;
 use std::time::{Duration, Instant};
-
-/// Whether one process serves every client (so all requests share one connection set).
-fn one_process() -> bool {
-    !matches!(
-        std::env::var("GEARSHIFT_TEST_ENGINE").as_deref(),
-        Ok("fork" | "prefork" | "worker")
-    )
-}
-
-/// gearshift sending `.x` to `py`, with `extra` in `[fastcgi]`.
-/// The standard docroot with the scripts the Python backends answer (the server checks
-/// that a script exists before it asks the backend).
-fn py_docroot() -> TempDir {
-    let root = standard_docroot();
-    for name in [
-        "id", "slow", "fast", "echo", "big", "hold", "cantmpx", "cut", "ok",
-    ] {
-        root.write(&format!("{name}.x"), "answered by the Python backend\n");
-    }
-    root
-}
-
-fn mux_server(py: &PyMux, extra: &str) -> Server {
-    let (cfg, path) = config_file(&format!(
-        "listen = \"127.0.0.1:0\"\n[http]\nmax_body = 100000000\n[fastcgi]\nbackend = \"{}\"\nextensions = [\".x\"]\n{extra}",
-        py.addr
-    ));
-    let mut s = serve(py_docroot(), &["--config", &path]);
-    s.keep.push(cfg);
-    s
-}
-
-/// `n` clients started one after another, each once the previous one's request reached
-/// the backend, so they are all in flight together whatever the engine (the staged
-/// engine's process threads take queued connections in batches and would run requests
-/// that arrive in the same instant one after the other).
-fn staggered<T: Send + 'static>(
-    py: &PyMux,
-    n: usize,
-    f: impl Fn(usize) -> T + Send + Sync + Clone + 'static,
-) -> Vec<thread::JoinHandle<T>> {
-    let base = py.stat("requests");
-    (0..n)
-        .map(|i| {
-            let f = f.clone();
-            let t = thread::spawn(move || f(i));
-            reached(py, base + i as u64 + 1);
-            t
-        })
-        .collect()
-}
-
-/// Wait until the backend has begun `n` requests.
-fn reached(py: &PyMux, n: u64) {
-    assert!(
-        poll(Duration::from_secs(10), || (py.stat("requests") >= n)
-            .then_some(()))
-        .is_some(),
-        "{n} requests did not reach the backend: {:?}",
-        py.stats()
-    );
-}
-
-fn post(path: &str, body: &[u8]) -> Vec<u8> {
-    let mut r = format!(
-        "POST {path} HTTP/1.1\r\nHost: t\r\nContent-Type: application/octet-stream\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    )
-    .into_bytes();
-    r.extend_from_slice(body);
-    r
-}
-
-fn answer(c: &mut Conn, s: &Server) -> Response {
-    c.try_response(false)
-        .unwrap_or_else(|e| panic!("{e}; server log:\n{}", s.stderr_text()))
-}
-
-/// What the backend answers for a body: `tag length crc32`.
-fn echoed(tag: &str, body: &[u8]) -> String {
-    format!("{tag} {} {:08x}", body.len(), crc32(body))
-}
 
 #[test]
 fn concurrent_requests_share_a_bounded_set_of_connections() {
@@ -123,6 +43,8 @@ fn concurrent_requests_share_a_bounded_set_of_connections() {
         assert!(st["conns"] <= 2, "at most 2 connections: {st:?}");
         assert!(st["maxconc"] >= 2, "requests share a connection: {st:?}");
     }
+    // Run by the event loop itself (its own connections), not the dynamic pool.
+    assert_no_dynamic_pool(&s);
 }
 
 #[test]
@@ -158,6 +80,8 @@ fn the_backends_max_reqs_bounds_a_connection() {
     if one_process() {
         assert_eq!(st["conns"], 1, "FCGI_MAX_CONNS=1: {st:?}");
     }
+    // Run by the event loop itself (its own connections), not the dynamic pool.
+    assert_no_dynamic_pool(&s);
 }
 
 #[test]
@@ -188,6 +112,8 @@ fn a_slow_request_does_not_delay_a_fast_one_on_the_same_connection() {
         let st = py.stats();
         assert_eq!((st["conns"], st["maxconc"]), (1, 2), "{st:?}");
     }
+    // Run by the event loop itself (its own connections), not the dynamic pool.
+    assert_no_dynamic_pool(&s);
 }
 
 #[test]
@@ -241,6 +167,8 @@ fn large_upload_and_download_interleave_with_other_requests() {
         assert_eq!(st["conns"], 1, "{st:?}");
         assert!(st["maxconc"] >= 2, "{st:?}");
     }
+    // Run by the event loop itself (its own connections), not the dynamic pool.
+    assert_no_dynamic_pool(&s);
 }
 
 /// The policy for a client slower than the backend (see `fastcgi/inbox.rs`): its answer is
@@ -287,6 +215,8 @@ fn a_client_that_does_not_read_does_not_stall_the_connection() {
     if one_process() {
         assert_eq!(py.stat("conns"), 1, "{:?}", py.stats());
     }
+    // Run by the event loop itself (its own connections), not the dynamic pool.
+    assert_no_dynamic_pool(&s);
 }
 
 #[test]
@@ -325,6 +255,8 @@ fn a_client_that_leaves_is_aborted_and_the_connection_serves_on() {
     if one_process() {
         assert_eq!(st["conns"], 1, "the connection served on: {st:?}");
     }
+    // Run by the event loop itself (its own connections), not the dynamic pool.
+    assert_no_dynamic_pool(&s);
 }
 
 #[test]
@@ -358,6 +290,8 @@ fn a_backend_killed_mid_flight_is_502_then_recovery() {
     for t in again {
         assert_eq!(t.join().unwrap(), (200, true));
     }
+    // Run by the event loop itself (its own connections), not the dynamic pool.
+    assert_no_dynamic_pool(&s);
 }
 
 #[test]
@@ -398,6 +332,8 @@ fn cant_mpx_conn_is_502_and_the_backend_is_asked_again() {
     assert_eq!(answer(&mut c, &s).text(), echoed("two", b""));
     assert_eq!(py.stat("probes"), probes + 1, "{:?}", py.stats());
     assert!(s.stderr_text().contains("FCGI_CANT_MPX_CONN"));
+    // Run by the event loop itself (its own connections), not the dynamic pool.
+    assert_no_dynamic_pool(&s);
 }
 
 #[test]

@@ -294,6 +294,40 @@ fn a_client_stalling_in_its_body_is_answered_408() {
     assert_no_dynamic_pool(&s);
 }
 
+#[test]
+fn a_chunked_body_over_the_limit_is_413_without_the_backend() {
+    // A chunked body is read whole by the loop before the exchange (PHP needs its length
+    // first): one over `max_body` is refused there, and the backend never hears of it.
+    let b = Backend::start();
+    let s = server(&b, "max_body = 100000");
+    let mut c = s.conn();
+    c.send(b"POST /echo.x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n");
+    for _ in 0..3 {
+        c.send(format!("{:x}\r\n", 50_000).as_bytes());
+        let _ = c.stream.write_all(&pattern(50_000, 4));
+        let _ = c.stream.write_all(b"\r\n");
+    }
+    let r = c.response();
+    assert_eq!(r.status, 413, "{}", s.stderr_text());
+    // Within the limit, on another connection: read whole, sent with its length.
+    let mut c = s.conn();
+    c.send(b"POST /echo.x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n");
+    c.send(b"3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n");
+    let want = format!("5 {:016x} 5", fnv(b"abcde", FNV_START));
+    assert_eq!(c.response().text(), want);
+    // The only backend connection was the second request's.
+    assert_eq!(
+        b.ended.recv_timeout(Duration::from_secs(20)).unwrap(),
+        "done"
+    );
+    assert!(
+        b.ended.try_recv().is_err(),
+        "the refused body reached the backend"
+    );
+    assert_eq!(b.stdin.load(Ordering::SeqCst), 5);
+    assert_no_dynamic_pool(&s);
+}
+
 /// Streams php://input through crc32b: length and checksum.
 const HASH_PHP: &str = r#"<?php
 $in = fopen('php://input', 'rb');

@@ -30,6 +30,7 @@ mod accept;
 mod bodyin;
 mod client_side;
 mod fcgi;
+mod fcgi_mux;
 mod handoff;
 mod proxied;
 mod push;
@@ -172,7 +173,8 @@ impl EventLoop {
         tracing::debug!(worker = self.id, "event loop started");
         loop {
             // No wait while a proxied answer has more to relay (`proxied.rs`).
-            let tick = if self.ups.more.is_empty() { TICK_MS } else { 0 };
+            let more = !self.ups.more.is_empty() || !self.ups.mux.more.is_empty();
+            let tick = if more { 0 } else { TICK_MS };
             if let Err(e) = epoll::wait(&self.epoll, &mut events, tick) {
                 if e != Errno::INTR {
                     tracing::error!(worker = self.id, "epoll_wait: {e}");

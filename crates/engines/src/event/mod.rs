@@ -9,9 +9,9 @@
 //! `workers` is a live knob: the master starts loops up to the target and tells surplus
 //! loops to retire; a retiring loop hands its connections to a survivor (see worker.rs).
 //! Proxied and FastCGI requests are run by the loop itself (eventloop/proxied.rs, fcgi.rs);
-//! a connection with another dynamic request (CGI, the work endpoint, a body streamed as
-//! it arrives, a multiplexing FastCGI backend) leaves its loop for the dynamic pool while
-//! the exchange blocks, and is adopted back through the same mailbox.
+//! a connection with another dynamic request (CGI, the work endpoint) leaves its loop for
+//! the dynamic pool while the exchange blocks, and is adopted back through the same
+//! mailbox.
 
 mod eventloop;
 

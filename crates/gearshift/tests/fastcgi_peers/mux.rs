@@ -8,10 +8,11 @@
 #![allow(dead_code)]
 
 use super::free_port;
-use crate::common::{poll, TempDir};
+use crate::common::*;
 use std::collections::HashMap;
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
+use std::thread;
 use std::time::Duration;
 
 const PY_MUX: &str = include_str!("mux_backend.py");
@@ -121,4 +122,93 @@ pub fn crc32(data: &[u8]) -> u32 {
     !data.iter().fold(!0u32, |c, &b| {
         table[((c ^ b as u32) & 0xff) as usize] ^ (c >> 8)
     })
+}
+
+// The servers and clients of the multiplexing tests.
+
+/// Whether one process serves every client (so all requests share one connection set).
+pub fn one_process() -> bool {
+    !matches!(
+        std::env::var("GEARSHIFT_TEST_ENGINE").as_deref(),
+        Ok("fork" | "prefork" | "worker")
+    )
+}
+
+/// gearshift sending `.x` to `py`, with `extra` in `[fastcgi]`.
+/// The standard docroot with the scripts the Python backends answer (the server checks
+/// that a script exists before it asks the backend).
+pub fn py_docroot() -> TempDir {
+    let root = standard_docroot();
+    for name in [
+        "id", "slow", "fast", "echo", "big", "hold", "cantmpx", "cut", "ok",
+    ] {
+        root.write(&format!("{name}.x"), "answered by the Python backend\n");
+    }
+    root
+}
+
+/// On the event engine each loop owns its multiplexed connections (eventloop/fcgi_mux.rs),
+/// as each process does under fork and prefork: one loop, so that every client shares one
+/// connection set.
+pub fn mux_server(py: &PyMux, extra: &str) -> Server {
+    let event = !std::env::var("GEARSHIFT_TEST_ENGINE").is_ok_and(|e| e != "event");
+    let workers = if event { "workers = 1\n" } else { "" };
+    let (cfg, path) = config_file(&format!(
+        "listen = \"127.0.0.1:0\"\n{workers}[http]\nmax_body = 100000000\n[fastcgi]\nbackend = \"{}\"\nextensions = [\".x\"]\n{extra}",
+        py.addr
+    ));
+    let mut s = serve(py_docroot(), &["--config", &path]);
+    s.keep.push(cfg);
+    s
+}
+
+/// `n` clients started one after another, each once the previous one's request reached
+/// the backend, so they are all in flight together whatever the engine (the staged
+/// engine's process threads take queued connections in batches and would run requests
+/// that arrive in the same instant one after the other).
+pub fn staggered<T: Send + 'static>(
+    py: &PyMux,
+    n: usize,
+    f: impl Fn(usize) -> T + Send + Sync + Clone + 'static,
+) -> Vec<thread::JoinHandle<T>> {
+    let base = py.stat("requests");
+    (0..n)
+        .map(|i| {
+            let f = f.clone();
+            let t = thread::spawn(move || f(i));
+            reached(py, base + i as u64 + 1);
+            t
+        })
+        .collect()
+}
+
+/// Wait until the backend has begun `n` requests.
+pub fn reached(py: &PyMux, n: u64) {
+    assert!(
+        poll(Duration::from_secs(10), || (py.stat("requests") >= n)
+            .then_some(()))
+        .is_some(),
+        "{n} requests did not reach the backend: {:?}",
+        py.stats()
+    );
+}
+
+pub fn post(path: &str, body: &[u8]) -> Vec<u8> {
+    let mut r = format!(
+        "POST {path} HTTP/1.1\r\nHost: t\r\nContent-Type: application/octet-stream\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    r.extend_from_slice(body);
+    r
+}
+
+pub fn answer(c: &mut Conn, s: &Server) -> Response {
+    c.try_response(false)
+        .unwrap_or_else(|e| panic!("{e}; server log:\n{}", s.stderr_text()))
+}
+
+/// What the backend answers for a body: `tag length crc32`.
+pub fn echoed(tag: &str, body: &[u8]) -> String {
+    format!("{tag} {} {:08x}", body.len(), crc32(body))
 }

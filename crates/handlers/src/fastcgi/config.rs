@@ -28,7 +28,8 @@ pub struct FastCgiConfig {
     /// Requests in flight on one multiplexed connection; 0: the backend's FCGI_MAX_REQS,
     /// at most 50. Never more than the backend announces.
     pub multiplex_requests: usize,
-    /// Multiplexed connections per process (never more than the backend's FCGI_MAX_CONNS).
+    /// Multiplexed connections per process, per event loop on the event engine (never more
+    /// than the backend's FCGI_MAX_CONNS).
     pub multiplex_connections: usize,
     /// Read the whole request body (memory, then a temporary file) before the backend is
     /// involved, so a slow client holds no backend (nginx `*_request_buffering on`).

@@ -207,6 +207,12 @@ impl ConnPool {
         })
     }
 
+    /// Ask the backend FCGI_GET_VALUES again before its next request (an event loop's
+    /// multiplexed connection died, or a request was refused with FCGI_CANT_MPX_CONN).
+    pub(super) fn forget_values(&self) {
+        *self.values.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
     /// The backend's FCGI_GET_VALUES answer if it is known (nothing is asked).
     pub(super) fn known_values(&self) -> Option<Values> {
         *self.values.lock().unwrap_or_else(|p| p.into_inner())
@@ -228,7 +234,14 @@ impl ConnPool {
         let Ok(c) = self.connect() else {
             return Values::default();
         };
-        let v = match self.ask_values(c) {
+        let answer = self.ask_values(c);
+        self.learned(answer)
+    }
+
+    /// Keep (and log) the backend's answer to FCGI_GET_VALUES, None when it gave none:
+    /// asked here (`values`) or by an event loop without blocking (`evented`).
+    pub(super) fn learned(&self, answer: Option<Vec<(String, String)>>) -> Values {
+        let v = match answer {
             Some(v) => {
                 tracing::info!(target: "fastcgi", backend = ?self.backend, "FCGI_GET_VALUES: {}", v.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" "));
                 Values::from_pairs(&v)
@@ -244,29 +257,14 @@ impl ConnPool {
 
     /// FCGI_GET_VALUES on a connection of its own (php-fpm closes it after answering).
     fn ask_values(&self, c: Conn) -> Option<Vec<(String, String)>> {
-        let q = record::get_values(&["FCGI_MAX_CONNS", "FCGI_MAX_REQS", "FCGI_MPXS_CONNS"]);
         // Not every application answers management records: wait only briefly.
         let deadline = Instant::now() + self.connect_timeout.min(d::PROBE_TIMEOUT);
-        write_all(c.fd(), &q, deadline).ok()?;
+        write_all(c.fd(), &values_query(), deadline).ok()?;
         let mut buf = Vec::new();
         let mut chunk = [0u8; 1024];
         loop {
-            if let Ok(Some(r)) = record::parse(&buf) {
-                if r.kind != record::GET_VALUES_RESULT {
-                    return None;
-                }
-                let pairs = record::pairs(r.content(&buf))?;
-                return Some(
-                    pairs
-                        .into_iter()
-                        .map(|(k, v)| {
-                            (
-                                String::from_utf8_lossy(k).into_owned(),
-                                String::from_utf8_lossy(v).into_owned(),
-                            )
-                        })
-                        .collect(),
-                );
+            if let Some(answer) = values_answer(&buf) {
+                return answer;
             }
             match read_some(c.fd(), &mut chunk, deadline) {
                 Ok(0) | Err(_) => return None,
@@ -274,6 +272,36 @@ impl ConnPool {
             }
         }
     }
+}
+
+/// The FCGI_GET_VALUES record that asks a backend how far it multiplexes.
+pub(super) fn values_query() -> Vec<u8> {
+    record::get_values(&["FCGI_MAX_CONNS", "FCGI_MAX_REQS", "FCGI_MPXS_CONNS"])
+}
+
+/// The backend's answer to `values_query` at the start of `buf`: None while incomplete,
+/// else its pairs (None when what came is not such an answer).
+pub(super) fn values_answer(buf: &[u8]) -> Option<Option<Vec<(String, String)>>> {
+    let r = match record::parse(buf) {
+        Ok(Some(r)) => r,
+        Ok(None) => return None,
+        Err(_) => return Some(None),
+    };
+    if r.kind != record::GET_VALUES_RESULT {
+        return Some(None);
+    }
+    let pairs = record::pairs(r.content(buf)).map(|pairs| {
+        pairs
+            .into_iter()
+            .map(|(k, v)| {
+                (
+                    String::from_utf8_lossy(k).into_owned(),
+                    String::from_utf8_lossy(v).into_owned(),
+                )
+            })
+            .collect()
+    });
+    Some(pairs)
 }
 
 /// Why a wait on the backend socket ended without data.

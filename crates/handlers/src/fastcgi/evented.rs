@@ -17,11 +17,17 @@
 //! records, then the empty STDIN record (evented_body.rs), within a window of
 //! `STREAMED_BODY_WINDOW` bytes, as the blocking feeder (`exchange::feed_body`) sends it.
 //!
-//! Not run this way (`FastCgi::evented` says None, and the blocking path serves them):
-//! backends that multiplex (FCGI_MPXS_CONNS=1 with `multiplex = "auto"`: `mux` shares
-//! connections among threads).
+//! With `multiplex = "auto"` the backend's FCGI_GET_VALUES answer decides, asked once per
+//! process: while it is unknown the exchange first asks it, as I/O of the loop like any
+//! other (`FcgiFed::Probed`; the blocking path's `ConnPool::values` waits up to
+//! `PROBE_TIMEOUT`, which would hold every connection of the loop), then the request is
+//! started again. A backend that multiplexes (FCGI_MPXS_CONNS=1) gets its requests on
+//! connections the loop shares among them (eventloop/fcgi_mux.rs), each exchange under a
+//! request id of its own and its answer always buffered for a slow client
+//! (evented_mux.rs); a body that streams goes out on it as on a connection of its own.
 
-use super::conn::Backend;
+use super::conn::{Backend, ConnPool};
+use super::mux::Limits;
 use super::{record, FastCgi, Slot, ID};
 use crate::dispatch::Peers;
 use crate::files::fs::Root;
@@ -32,6 +38,8 @@ use gearshift_core::output::Batch;
 use gearshift_core::respond::{self, Outcome};
 use gearshift_http::date::DATE_LEN;
 use gearshift_http::{Framing, Method, RequestHead};
+use probe::LoopMode;
+use std::sync::Arc;
 
 /// One FastCGI request run by an event loop.
 pub struct FcgiExchange {
@@ -95,6 +103,18 @@ pub struct FcgiExchange {
     /// Response buffering: bounds of what the loop holds for a slow client while it goes
     /// on reading the backend (None: off, or its bounds were reached).
     pub buffer: Option<Held>,
+    /// The backend's pool (its FCGI_GET_VALUES answer).
+    pool: Arc<ConnPool>,
+    /// The exchange only asks the backend FCGI_GET_VALUES (`recs` is the query), for the
+    /// pool to keep the answer; the request itself is started again afterwards.
+    probe: bool,
+    /// The request id its records carry (`ID` on a connection of its own).
+    id: u16,
+    /// The backend multiplexes: the request goes on a connection the loop shares among
+    /// requests (eventloop/fcgi_mux.rs), within these bounds.
+    mux: Option<Limits>,
+    /// The loop's token of the shared connection it is on (None before, and after).
+    pub mux_conn: Option<usize>,
 }
 
 /// What backend input did to the exchange.
@@ -106,6 +126,9 @@ pub enum FcgiFed {
     Done { reusable: bool },
     /// Nothing reached the client and the backend failed: `FcgiExchange::failed` decides.
     Early,
+    /// The backend's answer to FCGI_GET_VALUES (or its lack) is known now: the request is
+    /// to be started again (`FastCgi::evented`), on a connection of its own.
+    Probed,
     /// A malformed answer before anything was sent: 502 (`give_up`).
     Bad,
     /// The answer broke off after its head was sent: the client connection must close.
@@ -132,9 +155,7 @@ impl FastCgi {
         if head.framing == Framing::Chunked && body.is_none() {
             return None; // spooled first (`spool.rs`): the session reads it whole for the loop
         }
-        if !self.loop_may_serve() {
-            return None;
-        }
+        let mode = self.loop_mode();
         let mut ex = FcgiExchange {
             backend: self.pool.backend.clone(),
             read_timeout_ms: self.read_timeout_ms,
@@ -172,8 +193,15 @@ impl FastCgi {
             started_us: gearshift_core::metrics::now_us(),
             io_deadline: u64::MAX,
             buffer: buffering.filter(|b| b.response).map(|b| Held::new(&b)),
+            pool: self.pool.clone(),
+            probe: false,
+            id: ID,
+            mux: None,
+            mux_conn: None,
         };
-        let spool = body.take();
+        if let LoopMode::Mux(limits) = mode {
+            ex.multiplexed(limits, buffering);
+        }
         let Some(script) = self.split(head.path) else {
             return Some(ex.answer(404));
         };
@@ -183,6 +211,10 @@ impl FastCgi {
         if let Some(status) = self.checked.status(root, &script.script_name[1..], now_ms) {
             return Some(ex.answer(status));
         }
+        if matches!(mode, LoopMode::Probe) {
+            return Some(ex.probing());
+        }
+        let spool = body.take();
         if !self.busy.acquire(self.max_connections) {
             gearshift_core::warn_limited!(
                 "fastcgi: max_connections ({}) reached: 503",
@@ -218,26 +250,8 @@ impl FastCgi {
             }
         }
         let no_body = ex.body.is_none() && !ex.streaming;
-        ex.recs = self.request_records(&sized, &script, peers, no_body, ID);
+        ex.recs = self.request_records(&sized, &script, peers, no_body, ex.id);
         Some(ex)
-    }
-
-    /// Whether this backend is served one request per connection (the loop's way): not
-    /// when it multiplexes and `multiplex = "auto"`. Asking it (FCGI_GET_VALUES, once per
-    /// process) blocks: only for a backend on this host, which answers at once; a remote
-    /// one is asked by the blocking path's first request.
-    fn loop_may_serve(&self) -> bool {
-        if !self.multiplex {
-            return true;
-        }
-        if let Some(v) = self.pool.known_values() {
-            return !v.mpxs;
-        }
-        let local = match &self.pool.backend {
-            Backend::Unix(_) => true,
-            Backend::Tcp(a) => a.ip().is_loopback(),
-        };
-        local && !self.pool.values().mpxs
     }
 }
 
@@ -281,6 +295,13 @@ impl FcgiExchange {
     /// that is left to send is a streamed body the client has not sent yet: then the
     /// client's body timeout applies).
     pub fn progress(&mut self, now_ms: u64) {
+        if self.probe {
+            let t = self
+                .connect_timeout_ms
+                .min(d::PROBE_TIMEOUT.as_millis() as u64);
+            self.io_deadline = self.io_deadline.min(now_ms + t);
+            return;
+        }
         let t = match self.sending() {
             _ if self.awaits_client() => {
                 self.io_deadline = u64::MAX;
@@ -318,9 +339,9 @@ impl FcgiExchange {
                 None => Ok(None),
             };
             match piece {
-                Ok(Some(data)) => record::stream(&mut self.chunk, record::STDIN, ID, data),
+                Ok(Some(data)) => record::stream(&mut self.chunk, record::STDIN, self.id, data),
                 Ok(None) => {
-                    record::end_stream(&mut self.chunk, record::STDIN, ID);
+                    record::end_stream(&mut self.chunk, record::STDIN, self.id);
                     self.stdin_ended = true;
                     self.body = None;
                 }
@@ -434,6 +455,13 @@ mod feed;
 
 #[path = "evented_body.rs"]
 mod body;
+
+#[path = "evented_probe.rs"]
+mod probe;
+
+#[path = "evented_mux.rs"]
+mod mux;
+pub use mux::{abort_record, mux_record, MuxBackend, MuxRecord};
 
 #[cfg(test)]
 #[path = "evented_tests.rs"]

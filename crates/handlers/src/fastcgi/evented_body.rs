@@ -6,7 +6,7 @@
 //! to the backend. The loop takes no more from the client while the window is full.
 
 use super::FcgiExchange;
-use crate::fastcgi::{record, ID};
+use crate::fastcgi::record;
 use crate::stream::streamed::StreamedBody;
 use gearshift_core::defaults::buffering::STREAMED_BODY_WINDOW;
 use gearshift_core::output::Batch;
@@ -30,7 +30,7 @@ impl StreamedBody for FcgiExchange {
         }
         self.chunk.drain(..self.chunk_sent);
         self.chunk_sent = 0;
-        record::stream(&mut self.chunk, record::STDIN, ID, data);
+        record::stream(&mut self.chunk, record::STDIN, self.id, data);
     }
 
     fn end_body(&mut self) {
@@ -39,7 +39,7 @@ impl StreamedBody for FcgiExchange {
         }
         self.chunk.drain(..self.chunk_sent);
         self.chunk_sent = 0;
-        record::end_stream(&mut self.chunk, record::STDIN, ID);
+        record::end_stream(&mut self.chunk, record::STDIN, self.id);
         self.stdin_ended = true;
         self.client_wait = false;
     }

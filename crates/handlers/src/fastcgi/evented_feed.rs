@@ -4,7 +4,7 @@
 
 use super::{FcgiExchange, FcgiFed};
 use crate::cgi::head::{self, Kind, Parsed};
-use crate::fastcgi::{record, ID};
+use crate::fastcgi::record;
 use gearshift_core::output::Batch;
 use gearshift_http::date::DATE_LEN;
 
@@ -12,6 +12,14 @@ impl FcgiExchange {
     /// Backend bytes: records, split anywhere; STDOUT parsed as a CGI response and relayed.
     pub fn feed(&mut self, data: &[u8], date: &[u8; DATE_LEN], out: &mut Batch) -> FcgiFed {
         self.received = true;
+        if self.probe {
+            self.rbuf.extend_from_slice(data);
+            let Some(answer) = crate::fastcgi::conn::values_answer(&self.rbuf) else {
+                return FcgiFed::More;
+            };
+            self.probe_ended(answer);
+            return FcgiFed::Probed;
+        }
         if self.rbuf.is_empty() {
             let (used, fed) = self.records(data, date, out);
             if fed == FcgiFed::More {
@@ -42,8 +50,8 @@ impl FcgiExchange {
             pos += r.total;
             // Only this request's records and management ones (id 0) may come.
             let kind = match r.id {
-                ID => r.kind,
                 0 => 0,
+                id if id == self.id => r.kind,
                 _ => return (pos, self.bad("record of another request")),
             };
             match kind {
@@ -113,6 +121,10 @@ impl FcgiExchange {
         out: &mut Batch,
     ) -> FcgiFed {
         crate::fastcgi::exchange::flush_stderr(&mut self.err_line, &self.path);
+        if status == record::CANT_MPX_CONN {
+            tracing::warn!(target: "fastcgi", "the backend answered FCGI_CANT_MPX_CONN: asking FCGI_GET_VALUES again");
+            self.pool.forget_values();
+        }
         if status != record::REQUEST_COMPLETE {
             tracing::error!(target: "fastcgi", path = %String::from_utf8_lossy(&self.path), "request refused by the backend: {}", record::protocol_status_name(status));
             let code = if status == record::OVERLOADED {
@@ -148,6 +160,10 @@ impl FcgiExchange {
 
     /// The backend closed its side (or failed) before END_REQUEST.
     pub fn eof(&mut self) -> FcgiFed {
+        if self.probe {
+            self.probe_ended(None);
+            return FcgiFed::Probed;
+        }
         crate::fastcgi::exchange::flush_stderr(&mut self.err_line, &self.path);
         if self.unanswered() {
             return FcgiFed::Early;

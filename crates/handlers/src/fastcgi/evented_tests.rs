@@ -432,3 +432,6 @@ fn matches_agrees_with_split() {
     }
     assert!(f.fcgi.matches(b"/a.php/x") && f.fcgi.matches(b"/app/x"));
 }
+
+#[path = "evented_mux_tests.rs"]
+mod mux;

@@ -13,7 +13,8 @@
 //! connection goes back to the pool only after a clean END_REQUEST with nothing left over;
 //! every other ending closes it. One request per connection at a time, unless the backend
 //! multiplexes (FCGI_MPXS_CONNS=1) and `multiplex = "auto"`: then `mux` shares connections
-//! among concurrent requests (`serve` runs either path). FastCGI has no per-request flow
+//! among concurrent requests (`serve` runs either path; the event engine's loops run
+//! their own multiplexed connections with the same rules, `evented`). FastCGI has no per-request flow
 //! control, so on a shared connection a slow client must not make the demultiplexer stop
 //! reading: its answer waits in a 64 KiB buffer; when that is full the reader waits at
 //! most 10 ms for the client, then spools the answer to a temporary file (up to 1 GiB,
@@ -41,7 +42,7 @@ use crate::files::config::StaticConfig;
 use crate::files::path::{map_path, PathPolicy};
 use crate::scripts::ScriptNames;
 pub use config::FastCgiConfig;
-use conn::{Backend, ConnPool};
+use conn::{Backend, ConnPool, Values};
 use gearshift_core::defaults::fastcgi as d;
 use gearshift_http::RequestHead;
 use mux::Limits;
@@ -50,7 +51,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub use conn::Backend as FastCgiBackend;
-pub use evented::{FcgiExchange, FcgiFed};
+pub use evented::{abort_record, mux_record, FcgiExchange, FcgiFed, MuxBackend, MuxRecord};
 
 /// Request id of our one request on a connection of its own.
 const ID: u16 = 1;
@@ -224,7 +225,11 @@ impl FastCgi {
         if !self.multiplex {
             return None;
         }
-        let v = self.pool.values();
+        self.limits_for(self.pool.values())
+    }
+
+    /// `mux_limits` for the backend's answer `v` (nothing is asked).
+    fn limits_for(&self, v: Values) -> Option<Limits> {
         if !v.mpxs {
             return None;
         }

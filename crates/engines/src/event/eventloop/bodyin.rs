@@ -73,6 +73,18 @@ impl EventLoop {
             let Some(job) = self.exchanges.job_mut(k) else {
                 return;
             };
+            // On a shared FastCGI connection: its turn in the connection's queue.
+            if let Job::Fcgi(ex) = job {
+                if let Some(key) = ex.mux_conn {
+                    let id = ex.id();
+                    self.mux_wake(key, id, svc);
+                    let more = self.exchanges.job_mut(k).map(Job::streamed);
+                    if !more.is_some_and(|b| b.body_room() && !*b.client_wait()) {
+                        return;
+                    }
+                    continue;
+                }
+            }
             let connected = job
                 .conn()
                 .and_then(|key| self.ups.conns.get(key))

@@ -65,6 +65,7 @@ impl EventLoop {
     /// Go on with client connections whose exchange ended: close, or answer kept input
     /// and read more (only if there may be more: the loop saw a readable edge).
     pub(super) fn resume_proxied(&mut self, svc: &Service) {
+        self.mux_resume(svc);
         for k in std::mem::take(&mut self.ups.more) {
             if self.streams(k) {
                 self.body_flow(k, svc);
@@ -133,6 +134,10 @@ impl EventLoop {
             Job::Fcgi(mut ex) => {
                 if let Some(key) = ex.conn.take() {
                     self.ups.drop_conn(key);
+                }
+                // On a shared connection: aborted at the backend, which serves on.
+                if let Some(key) = ex.mux_conn.take() {
+                    self.mux_release(key, ex.id());
                 }
             }
         }

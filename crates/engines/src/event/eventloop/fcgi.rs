@@ -12,8 +12,12 @@
 //! response buffering for a slow client, the end of the exchange and its counting and
 //! logging are the proxy's (`proxy_write`, `exchange_done`); timeouts come from the loop's
 //! sweep (`fcgi_timeout`). A body that streams as it arrives goes as STDIN records from
-//! `bodyin.rs`, as for the proxy. Requests the loop does not run (a multiplexing backend)
-//! go to the dynamic pool as before.
+//! `bodyin.rs`, as for the proxy. Before the first request to a backend with
+//! `multiplex = "auto"` the exchange asks it FCGI_GET_VALUES on a connection of its own,
+//! non-blocking as the rest (`fcgi_probed`), and the request is started again with the
+//! answer known. A backend that multiplexes gets its requests on connections the loop
+//! shares among them (`fcgi_mux.rs`), streamed bodies too: no FastCGI request goes to
+//! the dynamic pool.
 
 use super::proxied::RELAY_READS;
 use super::push::Pushed;
@@ -67,7 +71,14 @@ impl EventLoop {
             return false;
         };
         c.read_stalled = !drained;
-        tracing::debug!(target: "fastcgi", worker = self.id, k, "run by the event loop");
+        match ex.probes() {
+            true => {
+                tracing::debug!(target: "fastcgi", worker = self.id, k, "asking FCGI_GET_VALUES first")
+            }
+            false => {
+                tracing::debug!(target: "fastcgi", worker = self.id, k, "run by the event loop")
+            }
+        }
         self.exchanges.set(k, Job::Fcgi(Box::new(ex)), req);
         if !self.streams(k) || self.body_start(k, svc) {
             self.fcgi_next(k, svc);
@@ -76,9 +87,12 @@ impl EventLoop {
     }
 
     /// Send the request on a kept connection, else a new one; or answer the error.
-    fn fcgi_next(&mut self, k: usize, svc: &Service) {
+    pub(super) fn fcgi_next(&mut self, k: usize, svc: &Service) {
         let now = self.w.now_ms;
         let ex = self.exchanges.fcgi_mut(k).expect("exchange");
+        if ex.multiplexed_limits().is_some() {
+            return self.mux_begin(k, svc);
+        }
         let reuse = ex.may_reuse();
         let Some(backend) = ex.pick() else {
             ex.error(None, self.w.date.get(), &mut self.batch);
@@ -114,6 +128,7 @@ impl EventLoop {
                 hup: false,
                 idle_until: 0,
                 idle_since: 0,
+                mux: false,
             });
             Ok((key, done))
         });
@@ -223,6 +238,7 @@ impl EventLoop {
                 }
                 FcgiFed::Done { reusable } => return self.fcgi_end(k, reusable, svc),
                 FcgiFed::Early => return self.fcgi_failed(k, false, false, svc),
+                FcgiFed::Probed => return self.fcgi_probed(k, svc),
                 FcgiFed::Bad => {
                     if let Some(key) = ex.conn.take() {
                         self.ups.drop_conn(key);
@@ -240,6 +256,9 @@ impl EventLoop {
     }
 
     /// The attempt failed before any answer byte: drop the connection, try what is next.
+    /// A probe that fails once connected (a send, or no answer in time) learns that the
+    /// backend gives no answer, as the blocking path's does; one that cannot connect
+    /// answers the request as any exchange that cannot connect.
     fn fcgi_failed(&mut self, k: usize, timeout: bool, connect: bool, svc: &Service) {
         let Some(ex) = self.exchanges.fcgi_mut(k) else {
             return;
@@ -247,14 +266,38 @@ impl EventLoop {
         if let Some(key) = ex.conn.take() {
             self.ups.drop_conn(key);
         }
+        if ex.probes() && !connect {
+            ex.probe_ended(None);
+            return self.fcgi_probed(k, svc);
+        }
         ex.failed(timeout, connect);
         self.fcgi_next(k, svc);
+    }
+
+    /// The probe of exchange `k` is over (its answer kept by the handler): its connection
+    /// is closed and the request started again, in the loop or for the dynamic pool.
+    fn fcgi_probed(&mut self, k: usize, svc: &Service) {
+        let Some(Running {
+            ex: Job::Fcgi(mut ex),
+            request,
+        }) = self.exchanges.take(k)
+        else {
+            return;
+        };
+        if let Some(key) = ex.conn.take() {
+            self.ups.drop_conn(key);
+        }
+        drop(ex);
+        let drained = !self.conns[k].read_stalled;
+        if !self.start_fcgi(k, drained, request, svc) {
+            self.hand_to_dynamic(k);
+        }
     }
 
     /// A local redirect (RFC 3875 6.2.2): the connection is given up (its END_REQUEST is
     /// not awaited) and the request answered as a GET of `location`, in place when that
     /// is a static file. A redirect to another dynamic handler is not run by the loop: 500.
-    fn fcgi_redirect(&mut self, k: usize, location: &[u8], svc: &Service) {
+    pub(super) fn fcgi_redirect(&mut self, k: usize, location: &[u8], svc: &Service) {
         let Some(Running {
             ex: Job::Fcgi(ex),
             request,
@@ -298,6 +341,12 @@ impl EventLoop {
             return;
         };
         tracing::debug!(target: "fastcgi", worker = self.id, k, reusable, "exchange done");
+        if let Some(key) = ex.mux_conn.take() {
+            self.mux_release(key, ex.id());
+        }
+        if ex.multiplexed_limits().is_some() {
+            self.ups.mux.forget(k);
+        }
         if let Some(key) = ex.conn.take() {
             let (max, timeout_ms, max_uses) = ex.keepalive();
             let u = &self.ups.conns[key];
@@ -319,6 +368,9 @@ impl EventLoop {
         let Some(ex) = self.exchanges.fcgi_mut(k) else {
             return;
         };
+        if ex.multiplexed_limits().is_some() {
+            return self.mux_timeout(k, svc);
+        }
         if ex.unanswered() {
             let connecting = ex
                 .conn

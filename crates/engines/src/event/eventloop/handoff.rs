@@ -1,8 +1,8 @@
 //! Connections leaving a loop and coming back, kept apart from worker.rs so the loop itself
 //! stays readable: the dynamic hand-off (a connection whose request needs a blocking
-//! exchange — CGI, the work endpoint, a multiplexing FastCGI backend — leaves its loop,
-//! whole, for the dynamic pool, and comes back through the loop's mailbox), a retiring
-//! loop handing its connections to a survivor, adopting them, and draining.
+//! exchange — CGI, the work endpoint — leaves its loop, whole, for the dynamic pool, and
+//! comes back through the loop's mailbox), a retiring loop handing its connections to a
+//! survivor, adopting them, and draining.
 
 use super::{Connection, EventLoop, Mailbox, Registry};
 use crate::session::ThreadCtx;

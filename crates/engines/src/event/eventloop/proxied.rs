@@ -93,6 +93,7 @@ impl EventLoop {
                     hup: false,
                     idle_until: 0,
                     idle_since: 0,
+                    mux: false,
                 });
                 Ok((key, done))
             });
@@ -118,6 +119,9 @@ impl EventLoop {
         let Some(u) = self.ups.conns.get_mut(key) else {
             return;
         };
+        if u.mux {
+            return self.mux_ready(key, flags, svc);
+        }
         let readable = EventFlags::IN | EventFlags::RDHUP | EventFlags::HUP | EventFlags::ERR;
         let Some(k) = u.client else {
             // Idle: the upstream closed it (or sent what nobody asked for). A stale event
@@ -344,6 +348,7 @@ impl EventLoop {
         self.ups.expire(now);
         self.ups.trim(now, super::TICK_MS as u64);
         self.body_sweep(svc);
+        self.mux_sweep(svc);
         let due: Vec<usize> = self
             .exchanges
             .0

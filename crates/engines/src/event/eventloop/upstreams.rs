@@ -62,6 +62,8 @@ pub(in crate::event) struct Upstreams {
     /// Client connections whose upstream still had data when their relay used up its turn
     /// (`RELAY_READS`): relayed further after the loop's next (non-waiting) epoll_wait.
     pub(super) more: Vec<usize>,
+    /// Multiplexed FastCGI connections (`fcgi_mux.rs`).
+    pub(super) mux: super::fcgi_mux::MuxSet,
 }
 
 pub(super) struct UpConn {
@@ -78,6 +80,8 @@ pub(super) struct UpConn {
     /// While idle: dropped after this (monotonic ms), and idle since then.
     pub(super) idle_until: u64,
     pub(super) idle_since: u64,
+    /// Shared by multiplexed FastCGI requests (`fcgi_mux.rs`), never idle in the pool.
+    pub(super) mux: bool,
 }
 
 /// A server's idle connections and how many of them may stay between loop iterations.
@@ -190,7 +194,8 @@ impl Upstreams {
 
     /// Exchanges in flight hold connections of this loop (they cannot move to another).
     pub(super) fn busy(&self) -> bool {
-        self.conns.len() > self.idle.iter().map(|l| l.keys.len()).sum::<usize>()
+        let idle = self.idle.iter().map(|l| l.keys.len()).sum::<usize>() + self.mux.idle();
+        self.conns.len() > idle || self.mux.waits()
     }
 }
 
@@ -358,6 +363,7 @@ mod tests {
             hup: false,
             idle_until: 0,
             idle_since: 0,
+            mux: false,
         });
         ups.put(key, (2, 60_000), now_ms);
         key
