@@ -8,7 +8,7 @@
 //! a retiring loop) and coming back is in `handoff.rs`.
 
 use super::conn::{Connection, Leave};
-use super::output::{Mappings, Spare};
+use super::output::{Front, Spare};
 use super::ring::BufRing;
 use super::{Dynamic, Mailbox, Registry};
 use crate::blocking_pool::BlockingPool;
@@ -32,6 +32,8 @@ const SEND: u64 = 3 << 56;
 const WAKE: u64 = 4 << 56;
 pub(super) const CANCEL: u64 = 5 << 56;
 const TICK: u64 = 6 << 56;
+/// A poll for room in a socket before a sendfile (`sendfile.rs`).
+pub(super) const POLL: u64 = 7 << 56;
 /// The longest wait for completions: the timer sweep's granularity (as the event loop's).
 const TICK_MS: u64 = 100;
 /// Draining a closing connection after shutdown(SHUT_WR), as the event loop does.
@@ -67,7 +69,6 @@ pub(super) struct UringLoop {
     pub(super) dynamic: Arc<BlockingPool<Dynamic>>,
     waker: Arc<OwnedFd>,
     wake_buf: Box<[u8; 8]>,
-    maps: Mappings,
     pub(super) spare: Spare,
     cqes: Vec<(u64, i32, u32)>,
     /// Connections whose receive ended and may need arming again.
@@ -122,7 +123,6 @@ impl UringLoop {
             dynamic,
             waker,
             wake_buf: Box::new([0; 8]),
-            maps: Mappings::default(),
             spare: Spare::default(),
             cqes: Vec::with_capacity(256),
             rearm: Vec::new(),
@@ -175,6 +175,7 @@ impl UringLoop {
                     ACCEPT => self.accepted(k, res, flags, &svc),
                     RECV => self.received(k, res, flags, &svc),
                     SEND => self.sent(k, res, &svc),
+                    POLL => self.writable(k, res, &svc),
                     WAKE => {
                         self.adopt(&svc);
                         self.arm_waker();
@@ -338,8 +339,7 @@ impl UringLoop {
             self.batch.move_into(&mut c.pending);
             self.tls_seal(k);
         } else {
-            c.out
-                .stage(&mut self.batch, &mut self.maps, &mut self.spare);
+            c.out.stage(&mut self.batch, &mut self.spare);
         }
         let c = &mut self.conns[k];
         match stop {
@@ -359,14 +359,19 @@ impl UringLoop {
         if c.out.sending || c.closing {
             return;
         }
-        let Some(bytes) = c.out.next() else {
-            return;
+        let (bytes, more) = match c.out.front() {
+            None => return,
+            Some(Front::Mem { bytes, more }) => (bytes, more),
+            // A file region first (rare: its headers usually precede it): written once
+            // the socket has room.
+            Some(Front::File { .. }) => return self.poll_out(k),
         };
         let (ptr, len) = (bytes.as_ptr(), bytes.len().min(u32::MAX as usize) as u32);
+        let flags = libc::MSG_NOSIGNAL | if more { libc::MSG_MORE } else { 0 };
         c.out.sending = true;
         c.deadline_ms = self.w.now_ms + c.session.send_timeout_ms;
         let e = opcode::Send::new(types::Fd(c.fd.as_raw_fd()), ptr, len)
-            .flags(libc::MSG_NOSIGNAL)
+            .flags(flags)
             .build();
         self.push(e.user_data(SEND | k as u64));
     }
@@ -385,6 +390,15 @@ impl UringLoop {
         c.deadline_ms = self.w.now_ms + c.session.send_timeout_ms;
         if !c.pending.is_empty() {
             self.tls_seal(k);
+        }
+        self.progress(k, svc);
+    }
+
+    /// The connection's output moved on (a send or a poll completed): write the file
+    /// regions at its front, act once it drained, send the rest.
+    pub(super) fn progress(&mut self, k: usize, svc: &Service) {
+        if self.conns[k].out.file_first() && !self.write_files(k) {
+            return;
         }
         let c = &mut self.conns[k];
         if c.out.is_empty() {
@@ -446,11 +460,12 @@ impl UringLoop {
         }
         c.closing = true;
         let (recv, send) = (c.recv_armed, c.out.sending);
+        let what = if c.out.polling { POLL } else { SEND };
         if recv {
             self.cancel_recv(k);
         }
         if send {
-            let e = opcode::AsyncCancel::new(SEND | k as u64).build();
+            let e = opcode::AsyncCancel::new(what | k as u64).build();
             self.push(e.user_data(CANCEL));
         }
         self.finish(k);
