@@ -204,3 +204,83 @@ impl Spare {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn file_of(len: usize, tag: &str) -> Arc<File> {
+        let path = std::env::temp_dir().join(format!("gs-uring-out-{}-{tag}", std::process::id()));
+        let bytes: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+        File::create(&path).unwrap().write_all(&bytes).unwrap();
+        let f = Arc::new(File::open(&path).unwrap());
+        let _ = std::fs::remove_file(&path);
+        f
+    }
+
+    fn region(file: &Arc<File>, offset: u64, len: u64) -> Piece {
+        let file = file.clone();
+        Piece::File { file, offset, len }
+    }
+
+    #[test]
+    fn a_small_region_joins_the_headers_a_large_one_stays_a_region() {
+        let f = file_of(100_000, "mixed");
+        let (mut out, mut spare) = (Output::default(), Spare::default());
+        let mut b = Batch::default();
+        b.push_bytes(b"HEAD1 ");
+        b.push(region(&f, 10, 5));
+        b.push_bytes(b" HEAD2 ");
+        b.push(region(&f, 1000, 50_000));
+        b.push_bytes(b"HEAD3");
+        out.stage(&mut b, &mut spare);
+        // Headers, the small region's bytes and the next headers are one send, marked
+        // MSG_MORE because a region follows.
+        match out.front() {
+            Some(Front::Mem { bytes, more: true }) => {
+                assert_eq!(bytes, b"HEAD1 \x0a\x0b\x0c\x0d\x0e HEAD2 ")
+            }
+            _ => panic!("memory first, a region next"),
+        }
+        out.advance(5, &mut spare);
+        assert_eq!(out.queued(), 18 - 5 + 50_000 + 5);
+        out.advance(13, &mut spare);
+        match out.front() {
+            Some(Front::File { offset, len, .. }) => assert_eq!((offset, len), (1000, 50_000)),
+            _ => panic!("the large region"),
+        }
+        assert!(out.file_first());
+        out.advance(20_000, &mut spare);
+        match out.front() {
+            Some(Front::File { offset, len, .. }) => assert_eq!((offset, len), (21_000, 30_000)),
+            _ => panic!("the rest of the region"),
+        }
+        out.advance(30_000, &mut spare);
+        match out.front() {
+            Some(Front::Mem { bytes, more: false }) => assert_eq!(bytes, b"HEAD3"),
+            _ => panic!("the last headers, nothing after them"),
+        }
+        out.advance(5, &mut spare);
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn a_small_region_past_the_end_of_a_shrunk_file_is_left_to_sendfile() {
+        let f = file_of(100, "short");
+        let (mut out, mut spare) = (Output::default(), Spare::default());
+        let mut b = Batch::default();
+        b.push_bytes(b"H");
+        b.push(region(&f, 90, 1000));
+        out.stage(&mut b, &mut spare);
+        match out.front() {
+            Some(Front::Mem { bytes, more: true }) => assert_eq!(bytes.len(), 1 + 10),
+            _ => panic!("what could be read, then the rest as a region"),
+        }
+        out.advance(11, &mut spare);
+        match out.front() {
+            Some(Front::File { offset, len, .. }) => assert_eq!((offset, len), (100, 990)),
+            _ => panic!("the missing part: sendfile finds nothing and the connection closes"),
+        }
+    }
+}

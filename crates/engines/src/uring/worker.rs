@@ -359,17 +359,20 @@ impl UringLoop {
         if c.out.sending || c.closing {
             return;
         }
+        let deadline = self.w.now_ms + c.session.send_timeout_ms;
         let (bytes, more) = match c.out.front() {
             None => return,
             Some(Front::Mem { bytes, more }) => (bytes, more),
-            // A file region first (rare: its headers usually precede it): written once
-            // the socket has room.
-            Some(Front::File { .. }) => return self.poll_out(k),
+            // A file region first (rare: headers precede it): sent once there is room.
+            Some(Front::File { .. }) => {
+                c.deadline_ms = deadline;
+                return self.poll_out(k);
+            }
         };
+        c.deadline_ms = deadline;
         let (ptr, len) = (bytes.as_ptr(), bytes.len().min(u32::MAX as usize) as u32);
         let flags = libc::MSG_NOSIGNAL | if more { libc::MSG_MORE } else { 0 };
         c.out.sending = true;
-        c.deadline_ms = self.w.now_ms + c.session.send_timeout_ms;
         let e = opcode::Send::new(types::Fd(c.fd.as_raw_fd()), ptr, len)
             .flags(flags)
             .build();
