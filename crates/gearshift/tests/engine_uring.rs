@@ -273,6 +273,12 @@ fn head_of_a_large_file_sends_no_body() {
     );
 }
 
+/// A receive buffer that keeps the server's socket full for most of BIG (its send buffer
+/// grows to 4 MiB), yet holds a few loopback segments (MSS ~64 KiB): a buffer below one
+/// segment never announces an open window, and the sender falls back to zero-window
+/// probes with exponential back-off (seconds).
+const RCVBUF: i32 = 256 * 1024;
+
 /// Limit a connected socket's receive buffer, so the server's sends block often.
 fn small_rcvbuf(c: &Conn, bytes: i32) {
     use std::os::fd::AsRawFd;
@@ -295,7 +301,7 @@ fn a_slow_reader_gets_the_whole_large_file() {
     let s = uring_server(big_docroot(), &[]);
     let big = pattern(BIG, 42);
     let mut c = Conn::open(s.addr);
-    small_rcvbuf(&c, 16 * 1024);
+    small_rcvbuf(&c, RCVBUF);
     c.send(&req("GET", "/big.bin", &[]));
     // Let the server fill the socket and wait for room before reading anything.
     std::thread::sleep(std::time::Duration::from_millis(300));
@@ -337,7 +343,7 @@ fn a_client_that_stops_reading_a_large_file_meets_the_send_timeout() {
     let mut s = uring_server(big_docroot(), &["--config", &cfg]);
     s.keep.push(cfg_dir);
     let mut c = Conn::open(s.addr);
-    small_rcvbuf(&c, 16 * 1024);
+    small_rcvbuf(&c, RCVBUF);
     c.send(&req("GET", "/big.bin", &[]));
     // Read nothing for well past the send timeout (and a few sweeps).
     std::thread::sleep(std::time::Duration::from_secs(4));
@@ -369,7 +375,7 @@ fn a_large_file_truncated_while_sent_closes_the_connection() {
     let s = uring_server(big_docroot(), &[]);
     let path = s.root().join("big.bin");
     let mut c = Conn::open(s.addr);
-    small_rcvbuf(&c, 16 * 1024);
+    small_rcvbuf(&c, RCVBUF);
     c.send(&req("GET", "/big.bin", &[]));
     let mut piece = [0u8; 65536];
     let mut total = c.stream.read(&mut piece).expect("read");
@@ -396,4 +402,68 @@ fn a_large_file_truncated_while_sent_closes_the_connection() {
     let mut c = Conn::open(s.addr);
     c.send(&req("GET", "/file.txt", &[]));
     assert_eq!(c.response().status, 200);
+}
+
+#[test]
+fn large_files_in_flight_survive_their_loops_retiring() {
+    use std::io::Read;
+    let s = uring_server(big_docroot(), &["--workers", "4", "--admin", "127.0.0.1:0"]);
+    let admin = admin_of(&s);
+    let big = pattern(BIG, 42);
+    let mut conns: Vec<Conn> = (0..8).map(|_| Conn::open(s.addr)).collect();
+    let mut got: Vec<Vec<u8>> = Vec::new();
+    for c in conns.iter_mut() {
+        small_rcvbuf(c, RCVBUF);
+        c.send(&req("GET", "/big.bin", &[]));
+        let mut piece = vec![0u8; 4096];
+        let n = c.stream.read(&mut piece).expect("read");
+        got.push(piece[..n].to_vec());
+    }
+    // Every answer is stuck mid-file (a poll for room armed) while three loops retire.
+    let (ok, _, err) = run_ctl(&admin, &["set", "workers=1"]);
+    assert!(ok, "{err}");
+    for (c, got) in conns.iter_mut().zip(got.iter_mut()) {
+        let head_end = loop {
+            if let Some(i) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+                break i + 4;
+            }
+            let mut piece = [0u8; 4096];
+            let n = c.stream.read(&mut piece).expect("read");
+            assert!(n > 0, "closed in the head");
+            got.extend_from_slice(&piece[..n]);
+        };
+        let mut piece = vec![0u8; 65536];
+        while got.len() < head_end + BIG {
+            let n = c.stream.read(&mut piece).unwrap_or_else(|e| {
+                let log = s.stderr_text();
+                let tail: Vec<&str> = log.lines().rev().take(40).collect();
+                panic!(
+                    "read: {e} after {} bytes; log tail: {tail:#?}",
+                    got.len() - head_end
+                )
+            });
+            assert!(n > 0, "closed after {} bytes", got.len() - head_end);
+            got.extend_from_slice(&piece[..n]);
+        }
+        assert_eq!(got.len(), head_end + BIG, "bytes beyond the answer");
+        assert!(got[head_end..] == big[..], "the body differs from the file");
+    }
+    let one = poll(std::time::Duration::from_secs(20), || {
+        let st = admin_status(&admin);
+        (st["workers"]["workers"] == 1 && st["workers"]["per_worker"].as_array()?.len() == 1)
+            .then_some(st)
+    });
+    let st = one.unwrap_or_else(|| panic!("loops did not retire: {}", admin_status(&admin)));
+    assert_eq!(
+        st["workers"]["connections"], 8,
+        "all moved to the survivor: {st}"
+    );
+    for c in conns.iter_mut() {
+        c.send(&req("GET", "/big.bin", &[("Range", "bytes=0-99999")]));
+        let r = c.response();
+        assert!(
+            r.status == 206 && r.body == big[..100_000],
+            "after the move"
+        );
+    }
 }
