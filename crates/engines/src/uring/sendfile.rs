@@ -1,18 +1,20 @@
 //! Large file regions in the uring engine, written with sendfile(2) by the loop itself.
-//! io_uring has no sendfile: its splice runs on a kernel worker thread (the kernel forces
-//! every IORING_OP_SPLICE async), and a send from a mapping of the file copies each byte
-//! into socket buffers, where sendfile hands the page-cache pages over (on loopback the
-//! receiver copies straight from them). Measured with bench/static on a 1 MiB file, the
-//! mapping cost ~159 us of server CPU a request against ~108 us for the event engine's
-//! sendfile. So a region above `output::COPY_MAX` stays a region, and when it reaches the
-//! front of its connection's output (its headers sent by the ring with MSG_MORE) the loop
-//! calls sendfile on the non-blocking socket in the completion's turn, as the event
-//! engine does on readiness; when the socket is full it arms an IORING_OP_POLL_ADD for
-//! POLLOUT, whose completion goes on. The poll counts as the connection's one operation in
-//! flight (`Output::sending`), so nothing else writes the socket meanwhile, answers stay in
-//! order, the send timeout runs from the last progress, and a closing, leaving or retiring
-//! connection waits for (or cancels) it as for a send. A file that shrank under us makes
-//! sendfile return 0: the connection closes, as in the event engine.
+//! io_uring has no sendfile. Its splice (file -> pipe -> socket) runs on io-wq worker
+//! threads (Linux 6.18 forces IORING_OP_SPLICE async: an `iou-wrk` thread appears, and a
+//! MiB cost the process 2-3 times sendfile's CPU), and a send from a mapping of the file
+//! copies every byte into socket buffers, where sendfile hands page-cache pages over (on
+//! loopback the receiver copies straight from them): with bench/static on a 1 MiB file
+//! (cubic) the mapping cost ~100-125 us of server CPU a request, sendfile ~50 us (the event
+//! engine's figure). So a region above `output::COPY_MAX` stays a region, and when it
+//! reaches the front of its connection's output (its headers sent by the ring with
+//! MSG_MORE) the loop calls sendfile on the non-blocking socket in the completion's turn,
+//! as the event engine does on readiness; when the socket is full it arms an
+//! IORING_OP_POLL_ADD for POLLOUT, whose completion goes on. The poll counts as the
+//! connection's one operation in flight (`Output::sending`), so nothing else writes the
+//! socket meanwhile, answers stay in order, the send timeout runs from the last progress,
+//! and a closing, leaving or retiring connection waits for (or cancels) it as for a send.
+//! A file that shrank under us makes sendfile return 0: the connection closes, as in the
+//! event engine.
 
 use super::output::Front;
 use super::worker::{UringLoop, POLL};
