@@ -27,6 +27,34 @@ use rustix::io::Errno;
 const CALL_MAX: u64 = 0x7fff_f000;
 
 impl UringLoop {
+    /// The connection's output moved on (a send or a poll completed): write the file
+    /// regions at its front (here, in the completion's turn), act once it drained (as
+    /// every send completion did before regions), send the rest.
+    pub(super) fn progress(&mut self, k: usize, svc: &Service) {
+        if self.conns[k].out.file_first() && !self.write_files(k) {
+            return;
+        }
+        let c = &mut self.conns[k];
+        if c.out.is_empty() {
+            c.session.written(self.w.now_ms);
+            if c.leaving.is_some() {
+                return self.finish(k);
+            }
+            if c.session.close_after_write {
+                if !c.lingering {
+                    self.begin_close(k);
+                }
+                return;
+            }
+            if c.held {
+                c.held = false;
+                self.process_kept(k, svc);
+                self.rearm.push(k);
+            }
+        }
+        self.pump(k);
+    }
+
     /// Write the file regions at the front of `k`'s output. True once the front is memory
     /// (or nothing): the ring sends it. False when the socket is full (a poll for POLLOUT
     /// is armed; its completion comes back here) or the connection is closing.

@@ -72,7 +72,7 @@ pub(super) struct UringLoop {
     pub(super) spare: Spare,
     cqes: Vec<(u64, i32, u32)>,
     /// Connections whose receive ended and may need arming again.
-    rearm: Vec<usize>,
+    pub(super) rearm: Vec<usize>,
     /// The sweep's tick as a multishot timeout (Linux 6.4): waits then need no timer of
     /// their own, which every `io_uring_enter` would otherwise start and cancel. Off (waits
     /// with a timeout argument) where the kernel refuses it.
@@ -397,33 +397,6 @@ impl UringLoop {
         self.progress(k, svc);
     }
 
-    /// The connection's output moved on (a send or a poll completed): write the file
-    /// regions at its front, act once it drained, send the rest.
-    pub(super) fn progress(&mut self, k: usize, svc: &Service) {
-        if self.conns[k].out.file_first() && !self.write_files(k) {
-            return;
-        }
-        let c = &mut self.conns[k];
-        if c.out.is_empty() {
-            c.session.written(self.w.now_ms);
-            if c.leaving.is_some() {
-                return self.finish(k);
-            }
-            if c.session.close_after_write {
-                if !c.lingering {
-                    self.begin_close(k);
-                }
-                return;
-            }
-            if c.held {
-                c.held = false;
-                self.process_kept(k, svc);
-                self.rearm.push(k);
-            }
-        }
-        self.pump(k);
-    }
-
     /// Go on with a connection just taken into this loop where it stopped: close it if its
     /// exchange ended it, answer input that followed its dynamic request.
     pub(super) fn resume(&mut self, k: usize, svc: &Service) {
@@ -437,7 +410,7 @@ impl UringLoop {
 
     /// Half-close after the final answer and drain input, so the client reads the answer
     /// instead of a reset caused by unread data.
-    fn begin_close(&mut self, k: usize) {
+    pub(super) fn begin_close(&mut self, k: usize) {
         if self.tls_notify(k) {
             return;
         }
