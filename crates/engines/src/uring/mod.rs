@@ -2,16 +2,18 @@
 //! `workers` a live knob, retiring loops handing their connections to survivors, dynamic
 //! requests handed to the blocking pool) with completions instead of readiness: multishot
 //! accept, multishot receive into a provided-buffer ring, sends queued per connection and
-//! submitted together with the wait for the next completions (`worker.rs`). Same `Session`
-//! and handlers as every engine. Where io_uring cannot be used (`kernel.io_uring_disabled`,
-//! a seccomp filter, an old kernel), `build` fails with one line naming `--engine event`.
-//! HTTPS: tls.rs.
+//! submitted together with the wait for the next completions (`worker.rs`); large file
+//! regions written with sendfile by the loop, a poll armed when the socket is full
+//! (`sendfile.rs`). Same `Session` and handlers as every engine. Where io_uring cannot be
+//! used (`kernel.io_uring_disabled`, a seccomp filter, an old kernel), `build` fails with
+//! one line naming `--engine event`. HTTPS: tls.rs.
 
 mod accept;
 mod conn;
 mod handoff;
 mod output;
 mod ring;
+mod sendfile;
 mod tls;
 mod worker;
 

@@ -1,52 +1,66 @@
 //! A uring connection's output: the kernel reads a send's bytes after the submission, so
 //! they must stay put until its completion. Responses are moved out of the loop's `Batch`
 //! into owned segments: small pieces (status line, Date, prebuilt headers, small cached
-//! bodies) are copied into one buffer, so a keep-alive answer (or 16 pipelined ones) is
-//! one send; large cached bodies are shared `Bytes`; file regions are sent from a cached
-//! read-only mapping of the file (`Mappings`) instead of `sendfile`, which io_uring lacks
-//! (its splice runs on a kernel worker thread, a wake-up per chunk). A page the file lost
-//! to truncation makes the send fail with EFAULT, closing the connection as a failed
-//! sendfile does; it cannot fault the server.
+//! bodies, small file regions read in) are copied into one buffer, so a keep-alive answer
+//! (or 16 pipelined ones) is one send; large cached bodies are shared `Bytes`; larger file
+//! regions stay file regions, which the loop writes with sendfile itself (`sendfile.rs`).
 
 use bytes::Bytes;
 use gearshift_core::output::{Batch, Piece};
 use rustix::fd::AsFd;
-use rustix::mm::{mmap, munmap, MapFlags, ProtFlags};
 use std::collections::VecDeque;
 use std::fs::File;
 use std::sync::Arc;
 
 /// Pieces up to this size are copied into the connection's send buffer.
-const COPY_MAX: usize = 16 * 1024;
-/// Largest single send (a mapped file goes out in pieces of this size, bounding what one
-/// completion can report and what a slow client pins).
-const SEND_MAX: usize = 1 << 20;
-/// Files kept mapped per loop.
-const MAPPINGS: usize = 32;
+pub(super) const COPY_MAX: usize = 16 * 1024;
 
 enum Seg {
     /// Copied bytes (the buffer comes from and returns to the loop's spare list).
     Buf(Vec<u8>),
     Shared(Bytes),
+    /// A file region, written with sendfile by the loop (`sendfile.rs`).
+    File {
+        file: Arc<File>,
+        offset: u64,
+        len: u64,
+    },
 }
 
 impl Seg {
-    fn bytes(&self) -> &[u8] {
+    fn len(&self) -> usize {
         match self {
-            Seg::Buf(v) => v,
-            Seg::Shared(b) => b,
+            Seg::Buf(v) => v.len(),
+            Seg::Shared(b) => b.len(),
+            Seg::File { len, .. } => *len as usize,
         }
     }
 }
 
-/// Output queued on one connection; at most one send in flight, always from the front.
+/// The front of a connection's output, from where it was sent up to.
+pub(super) enum Front<'a> {
+    /// Bytes for a send; `more`: a file region follows (MSG_MORE, so the headers leave in
+    /// the segment of the file's first bytes).
+    Mem { bytes: &'a [u8], more: bool },
+    /// A file region for sendfile.
+    File {
+        file: &'a File,
+        offset: u64,
+        len: u64,
+    },
+}
+
+/// Output queued on one connection; at most one operation writing it in flight (a send, or
+/// a poll for room before a sendfile), always for the front.
 #[derive(Default)]
 pub(super) struct Output {
     segs: VecDeque<Seg>,
     /// Bytes of the front segment already sent.
     pos: usize,
-    /// A send of the front segment is in flight: it must not move or grow.
+    /// An operation for the front segment is in flight: it must not move or grow.
     pub(super) sending: bool,
+    /// That operation is a poll for POLLOUT (not a send).
+    pub(super) polling: bool,
 }
 
 impl Output {
@@ -55,7 +69,7 @@ impl Output {
     }
 
     /// Move the batch's pieces in (the batch is left empty).
-    pub(super) fn stage(&mut self, batch: &mut Batch, maps: &mut Mappings, spare: &mut Spare) {
+    pub(super) fn stage(&mut self, batch: &mut Batch, spare: &mut Spare) {
         for p in batch.pieces.drain(..) {
             match p {
                 Piece::Scratch { start, end } => {
@@ -63,32 +77,41 @@ impl Output {
                 }
                 Piece::Mem(b) if b.len() <= COPY_MAX => self.copy(&b, spare),
                 Piece::Mem(b) => self.segs.push_back(Seg::Shared(b)),
-                Piece::File { file, offset, len } => match maps.get(&file, offset, len) {
-                    Ok(b) => self.push_shared(b),
-                    Err(_) => self.read_in(&file, offset, len, spare),
-                },
+                Piece::File { file, offset, len } if len <= COPY_MAX as u64 => {
+                    self.read_in(file, offset, len, spare)
+                }
+                Piece::File { file, offset, len } => {
+                    self.segs.push_back(Seg::File { file, offset, len })
+                }
             }
         }
         batch.scratch.clear();
     }
 
-    fn push_shared(&mut self, mut b: Bytes) {
-        while b.len() > SEND_MAX {
-            self.segs.push_back(Seg::Shared(b.split_to(SEND_MAX)));
+    /// A small file region (a short Range of a large file): read into the send buffer with
+    /// the headers, one send as for a small cached file.
+    fn read_in(&mut self, file: Arc<File>, offset: u64, len: u64, spare: &mut Spare) {
+        let in_flight_alone = self.sending && self.segs.len() == 1;
+        let v = match self.segs.back_mut() {
+            Some(Seg::Buf(v)) if !in_flight_alone => v,
+            _ => {
+                self.segs.push_back(Seg::Buf(spare.take()));
+                match self.segs.back_mut() {
+                    Some(Seg::Buf(v)) => v,
+                    _ => unreachable!(),
+                }
+            }
+        };
+        let at = v.len();
+        v.resize(at + len as usize, 0);
+        let n = rustix::io::pread(file.as_fd(), &mut v[at..], offset).unwrap_or(0);
+        v.truncate(at + n);
+        if (n as u64) < len {
+            // The file shrank: the rest goes to sendfile, which finds nothing and closes
+            // the connection after what was read.
+            let (offset, len) = (offset + n as u64, len - n as u64);
+            self.segs.push_back(Seg::File { file, offset, len });
         }
-        self.segs.push_back(Seg::Shared(b));
-    }
-
-    /// A file that cannot be mapped (a special file): read it in (rare; bounded by the
-    /// files handler, which maps only regular files).
-    fn read_in(&mut self, file: &File, offset: u64, len: u64, spare: &mut Spare) {
-        let mut v = spare.take();
-        v.resize(len as usize, 0);
-        let n = rustix::io::pread(file.as_fd(), &mut v, offset).unwrap_or(0);
-        // A short read leaves the response short: the client sees the connection close
-        // early, as with a file that shrank under sendfile.
-        v.truncate(n);
-        self.segs.push_back(Seg::Buf(v));
     }
 
     fn copy(&mut self, bytes: &[u8], spare: &mut Spare) {
@@ -105,7 +128,7 @@ impl Output {
 
     /// Bytes queued, not sent yet.
     pub(super) fn queued(&self) -> usize {
-        self.segs.iter().map(|s| s.bytes().len()).sum::<usize>() - self.pos
+        self.segs.iter().map(Seg::len).sum::<usize>() - self.pos
     }
 
     /// Queue `v` as it is (ciphertext: see tls.rs).
@@ -113,16 +136,37 @@ impl Output {
         self.segs.push_back(Seg::Buf(v));
     }
 
-    /// The bytes the next send should carry (`None` when nothing is queued).
-    pub(super) fn next(&self) -> Option<&[u8]> {
-        self.segs.front().map(|s| &s.bytes()[self.pos..])
+    /// What the next write should carry (`None` when nothing is queued).
+    pub(super) fn front(&self) -> Option<Front<'_>> {
+        let pos = self.pos;
+        let more = || matches!(self.segs.get(1), Some(Seg::File { .. }));
+        Some(match self.segs.front()? {
+            Seg::Buf(v) => Front::Mem {
+                bytes: &v[pos..],
+                more: more(),
+            },
+            Seg::Shared(b) => Front::Mem {
+                bytes: &b[pos..],
+                more: more(),
+            },
+            Seg::File { file, offset, len } => Front::File {
+                file,
+                offset: offset + pos as u64,
+                len: len - pos as u64,
+            },
+        })
+    }
+
+    /// Whether the front is a file region (written by the loop, not the ring).
+    pub(super) fn file_first(&self) -> bool {
+        matches!(self.segs.front(), Some(Seg::File { .. }))
     }
 
     /// `n` bytes of the front were sent.
     pub(super) fn advance(&mut self, n: usize, spare: &mut Spare) {
         self.pos += n;
         if let Some(front) = self.segs.front() {
-            if self.pos >= front.bytes().len() {
+            if self.pos >= front.len() {
                 self.pos = 0;
                 if let Some(Seg::Buf(v)) = self.segs.pop_front() {
                     spare.put(v);
@@ -161,80 +205,82 @@ impl Spare {
     }
 }
 
-/// Read-only mappings of the large files being served, by open file (the static handler
-/// keeps one open descriptor per file version, so a changed file is a new key). Least
-/// recently used first out.
-#[derive(Default)]
-pub(super) struct Mappings {
-    maps: Vec<(Arc<File>, Bytes)>,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
 
-impl Mappings {
-    fn get(&mut self, file: &Arc<File>, offset: u64, len: u64) -> std::io::Result<Bytes> {
-        let end = offset
-            .checked_add(len)
-            .ok_or(std::io::ErrorKind::InvalidInput)?;
-        if let Some(i) = self.maps.iter().position(|(f, _)| Arc::ptr_eq(f, file)) {
-            let m = self.maps.remove(i);
-            if m.1.len() as u64 >= end {
-                let b = m.1.slice(offset as usize..end as usize);
-                self.maps.push(m);
-                return Ok(b);
+    fn file_of(len: usize, tag: &str) -> Arc<File> {
+        let path = std::env::temp_dir().join(format!("gs-uring-out-{}-{tag}", std::process::id()));
+        let bytes: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+        File::create(&path).unwrap().write_all(&bytes).unwrap();
+        let f = Arc::new(File::open(&path).unwrap());
+        let _ = std::fs::remove_file(&path);
+        f
+    }
+
+    fn region(file: &Arc<File>, offset: u64, len: u64) -> Piece {
+        let file = file.clone();
+        Piece::File { file, offset, len }
+    }
+
+    #[test]
+    fn a_small_region_joins_the_headers_a_large_one_stays_a_region() {
+        let f = file_of(100_000, "mixed");
+        let (mut out, mut spare) = (Output::default(), Spare::default());
+        let mut b = Batch::default();
+        b.push_bytes(b"HEAD1 ");
+        b.push(region(&f, 10, 5));
+        b.push_bytes(b" HEAD2 ");
+        b.push(region(&f, 1000, 50_000));
+        b.push_bytes(b"HEAD3");
+        out.stage(&mut b, &mut spare);
+        // Headers, the small region's bytes and the next headers are one send, marked
+        // MSG_MORE because a region follows.
+        match out.front() {
+            Some(Front::Mem { bytes, more: true }) => {
+                assert_eq!(bytes, b"HEAD1 \x0a\x0b\x0c\x0d\x0e HEAD2 ")
             }
+            _ => panic!("memory first, a region next"),
         }
-        let size = file.metadata()?.len().max(end);
-        let whole = Bytes::from_owner(Mapping::new(file, size as usize)?);
-        let b = whole.slice(offset as usize..end as usize);
-        if self.maps.len() >= MAPPINGS {
-            self.maps.remove(0);
+        out.advance(5, &mut spare);
+        assert_eq!(out.queued(), 18 - 5 + 50_000 + 5);
+        out.advance(13, &mut spare);
+        match out.front() {
+            Some(Front::File { offset, len, .. }) => assert_eq!((offset, len), (1000, 50_000)),
+            _ => panic!("the large region"),
         }
-        self.maps.push((file.clone(), whole));
-        Ok(b)
-    }
-}
-
-/// A private read-only mapping of a whole file.
-struct Mapping {
-    ptr: *mut std::ffi::c_void,
-    len: usize,
-}
-
-// SAFETY: the mapping is read-only and only ever read.
-unsafe impl Send for Mapping {}
-unsafe impl Sync for Mapping {}
-
-impl Mapping {
-    fn new(file: &File, len: usize) -> std::io::Result<Mapping> {
-        if len == 0 {
-            return Err(std::io::ErrorKind::InvalidInput.into());
+        assert!(out.file_first());
+        out.advance(20_000, &mut spare);
+        match out.front() {
+            Some(Front::File { offset, len, .. }) => assert_eq!((offset, len), (21_000, 30_000)),
+            _ => panic!("the rest of the region"),
         }
-        // SAFETY: a new read-only shared mapping of an open file; unmapped on drop. Pages
-        // past a shrunk file's end are only ever read by the kernel (send), which reports
-        // EFAULT instead of faulting the process.
-        let ptr = unsafe {
-            mmap(
-                std::ptr::null_mut(),
-                len,
-                ProtFlags::READ,
-                MapFlags::SHARED,
-                file.as_fd(),
-                0,
-            )?
-        };
-        Ok(Mapping { ptr, len })
+        out.advance(30_000, &mut spare);
+        match out.front() {
+            Some(Front::Mem { bytes, more: false }) => assert_eq!(bytes, b"HEAD3"),
+            _ => panic!("the last headers, nothing after them"),
+        }
+        out.advance(5, &mut spare);
+        assert!(out.is_empty());
     }
-}
 
-impl AsRef<[u8]> for Mapping {
-    fn as_ref(&self) -> &[u8] {
-        // SAFETY: `len` bytes mapped readable at `ptr` for the mapping's life.
-        unsafe { std::slice::from_raw_parts(self.ptr as *const u8, self.len) }
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: mapped in `new` with this length.
-        let _ = unsafe { munmap(self.ptr, self.len) };
+    #[test]
+    fn a_small_region_past_the_end_of_a_shrunk_file_is_left_to_sendfile() {
+        let f = file_of(100, "short");
+        let (mut out, mut spare) = (Output::default(), Spare::default());
+        let mut b = Batch::default();
+        b.push_bytes(b"H");
+        b.push(region(&f, 90, 1000));
+        out.stage(&mut b, &mut spare);
+        match out.front() {
+            Some(Front::Mem { bytes, more: true }) => assert_eq!(bytes.len(), 1 + 10),
+            _ => panic!("what could be read, then the rest as a region"),
+        }
+        out.advance(11, &mut spare);
+        match out.front() {
+            Some(Front::File { offset, len, .. }) => assert_eq!((offset, len), (100, 990)),
+            _ => panic!("the missing part: sendfile finds nothing and the connection closes"),
+        }
     }
 }

@@ -51,6 +51,7 @@ pub fn probe() -> Result<(), String> {
         ("accept", opcode::AcceptMulti::CODE),
         ("recv", opcode::RecvMulti::CODE),
         ("send", opcode::Send::CODE),
+        ("poll", opcode::PollAdd::CODE),
         ("read", opcode::Read::CODE),
         ("cancel", opcode::AsyncCancel::CODE),
     ] {

@@ -8,7 +8,7 @@
 //! a retiring loop) and coming back is in `handoff.rs`.
 
 use super::conn::{Connection, Leave};
-use super::output::{Mappings, Spare};
+use super::output::{Front, Spare};
 use super::ring::BufRing;
 use super::{Dynamic, Mailbox, Registry};
 use crate::blocking_pool::BlockingPool;
@@ -32,6 +32,8 @@ const SEND: u64 = 3 << 56;
 const WAKE: u64 = 4 << 56;
 pub(super) const CANCEL: u64 = 5 << 56;
 const TICK: u64 = 6 << 56;
+/// A poll for room in a socket before a sendfile (`sendfile.rs`).
+pub(super) const POLL: u64 = 7 << 56;
 /// The longest wait for completions: the timer sweep's granularity (as the event loop's).
 const TICK_MS: u64 = 100;
 /// Draining a closing connection after shutdown(SHUT_WR), as the event loop does.
@@ -67,11 +69,10 @@ pub(super) struct UringLoop {
     pub(super) dynamic: Arc<BlockingPool<Dynamic>>,
     waker: Arc<OwnedFd>,
     wake_buf: Box<[u8; 8]>,
-    maps: Mappings,
     pub(super) spare: Spare,
     cqes: Vec<(u64, i32, u32)>,
     /// Connections whose receive ended and may need arming again.
-    rearm: Vec<usize>,
+    pub(super) rearm: Vec<usize>,
     /// The sweep's tick as a multishot timeout (Linux 6.4): waits then need no timer of
     /// their own, which every `io_uring_enter` would otherwise start and cancel. Off (waits
     /// with a timeout argument) where the kernel refuses it.
@@ -122,7 +123,6 @@ impl UringLoop {
             dynamic,
             waker,
             wake_buf: Box::new([0; 8]),
-            maps: Mappings::default(),
             spare: Spare::default(),
             cqes: Vec::with_capacity(256),
             rearm: Vec::new(),
@@ -175,6 +175,7 @@ impl UringLoop {
                     ACCEPT => self.accepted(k, res, flags, &svc),
                     RECV => self.received(k, res, flags, &svc),
                     SEND => self.sent(k, res, &svc),
+                    POLL => self.writable(k, res, &svc),
                     WAKE => {
                         self.adopt(&svc);
                         self.arm_waker();
@@ -338,8 +339,7 @@ impl UringLoop {
             self.batch.move_into(&mut c.pending);
             self.tls_seal(k);
         } else {
-            c.out
-                .stage(&mut self.batch, &mut self.maps, &mut self.spare);
+            c.out.stage(&mut self.batch, &mut self.spare);
         }
         let c = &mut self.conns[k];
         match stop {
@@ -359,14 +359,22 @@ impl UringLoop {
         if c.out.sending || c.closing {
             return;
         }
-        let Some(bytes) = c.out.next() else {
-            return;
+        let deadline = self.w.now_ms + c.session.send_timeout_ms;
+        let (bytes, more) = match c.out.front() {
+            None => return,
+            Some(Front::Mem { bytes, more }) => (bytes, more),
+            // A file region first (rare: headers precede it): sent once there is room.
+            Some(Front::File { .. }) => {
+                c.deadline_ms = deadline;
+                return self.poll_out(k);
+            }
         };
+        c.deadline_ms = deadline;
         let (ptr, len) = (bytes.as_ptr(), bytes.len().min(u32::MAX as usize) as u32);
+        let flags = libc::MSG_NOSIGNAL | if more { libc::MSG_MORE } else { 0 };
         c.out.sending = true;
-        c.deadline_ms = self.w.now_ms + c.session.send_timeout_ms;
         let e = opcode::Send::new(types::Fd(c.fd.as_raw_fd()), ptr, len)
-            .flags(libc::MSG_NOSIGNAL)
+            .flags(flags)
             .build();
         self.push(e.user_data(SEND | k as u64));
     }
@@ -386,25 +394,7 @@ impl UringLoop {
         if !c.pending.is_empty() {
             self.tls_seal(k);
         }
-        let c = &mut self.conns[k];
-        if c.out.is_empty() {
-            c.session.written(self.w.now_ms);
-            if c.leaving.is_some() {
-                return self.finish(k);
-            }
-            if c.session.close_after_write {
-                if !c.lingering {
-                    self.begin_close(k);
-                }
-                return;
-            }
-            if c.held {
-                c.held = false;
-                self.process_kept(k, svc);
-                self.rearm.push(k);
-            }
-        }
-        self.pump(k);
+        self.progress(k, svc);
     }
 
     /// Go on with a connection just taken into this loop where it stopped: close it if its
@@ -420,7 +410,7 @@ impl UringLoop {
 
     /// Half-close after the final answer and drain input, so the client reads the answer
     /// instead of a reset caused by unread data.
-    fn begin_close(&mut self, k: usize) {
+    pub(super) fn begin_close(&mut self, k: usize) {
         if self.tls_notify(k) {
             return;
         }
@@ -446,11 +436,12 @@ impl UringLoop {
         }
         c.closing = true;
         let (recv, send) = (c.recv_armed, c.out.sending);
+        let what = if c.out.polling { POLL } else { SEND };
         if recv {
             self.cancel_recv(k);
         }
         if send {
-            let e = opcode::AsyncCancel::new(SEND | k as u64).build();
+            let e = opcode::AsyncCancel::new(what | k as u64).build();
             self.push(e.user_data(CANCEL));
         }
         self.finish(k);
