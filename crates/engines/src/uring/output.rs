@@ -91,17 +91,7 @@ impl Output {
     /// A small file region (a short Range of a large file): read into the send buffer with
     /// the headers, one send as for a small cached file.
     fn read_in(&mut self, file: Arc<File>, offset: u64, len: u64, spare: &mut Spare) {
-        let in_flight_alone = self.sending && self.segs.len() == 1;
-        let v = match self.segs.back_mut() {
-            Some(Seg::Buf(v)) if !in_flight_alone => v,
-            _ => {
-                self.segs.push_back(Seg::Buf(spare.take()));
-                match self.segs.back_mut() {
-                    Some(Seg::Buf(v)) => v,
-                    _ => unreachable!(),
-                }
-            }
-        };
+        let v = self.tail_buf(spare);
         let at = v.len();
         v.resize(at + len as usize, 0);
         let n = rustix::io::pread(file.as_fd(), &mut v[at..], offset).unwrap_or(0);
@@ -115,14 +105,19 @@ impl Output {
     }
 
     fn copy(&mut self, bytes: &[u8], spare: &mut Spare) {
+        self.tail_buf(spare).extend_from_slice(bytes);
+    }
+
+    /// The copied-bytes buffer at the back to append to: the last segment if it is one and
+    /// no send in flight reads it, else a new one from the spare list.
+    fn tail_buf(&mut self, spare: &mut Spare) -> &mut Vec<u8> {
         let in_flight_alone = self.sending && self.segs.len() == 1;
+        if in_flight_alone || !matches!(self.segs.back(), Some(Seg::Buf(_))) {
+            self.segs.push_back(Seg::Buf(spare.take()));
+        }
         match self.segs.back_mut() {
-            Some(Seg::Buf(v)) if !in_flight_alone => v.extend_from_slice(bytes),
-            _ => {
-                let mut v = spare.take();
-                v.extend_from_slice(bytes);
-                self.segs.push_back(Seg::Buf(v));
-            }
+            Some(Seg::Buf(v)) => v,
+            _ => unreachable!("a copied-bytes segment was just ensured at the back"),
         }
     }
 
