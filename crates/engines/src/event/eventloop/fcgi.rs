@@ -21,13 +21,13 @@
 
 use super::proxied::RELAY_READS;
 use super::push::Pushed;
-use super::upstreams::{connect_peer, recv, Job, Peer, Running, UpConn, UPSTREAM};
+use super::upstreams::{recv, Job, Peer, Running};
 use super::EventLoop;
 use crate::session::DynamicRequest;
 use gearshift_handlers::dispatch::{redirected, Peers};
 use gearshift_handlers::fastcgi::FcgiFed;
 use gearshift_handlers::{Route, Service};
-use rustix::event::epoll::{self, EventData, EventFlags};
+use rustix::event::epoll::EventFlags;
 use rustix::fd::AsFd;
 use rustix::io::Errno;
 
@@ -113,25 +113,7 @@ impl EventLoop {
             return self.send_request(k, svc);
         }
         let peer = Peer::of(backend);
-        let made = connect_peer(&peer).and_then(|(fd, done)| {
-            let entry = self.ups.conns.vacant_entry();
-            let token = UPSTREAM | entry.key() as u64;
-            let flags = EventFlags::IN | EventFlags::OUT | EventFlags::RDHUP | EventFlags::ET;
-            epoll::add(&self.epoll, fd.as_fd(), EventData::new_u64(token), flags)?;
-            let key = entry.key();
-            entry.insert(UpConn {
-                fd,
-                addr: peer,
-                uses: 1,
-                client: Some(k),
-                connecting: !done,
-                hup: false,
-                idle_until: 0,
-                idle_since: 0,
-                mux: false,
-            });
-            Ok((key, done))
-        });
+        let made = self.ups.open(&self.epoll, peer, Some(k));
         match made {
             Ok((key, done)) => {
                 ex.conn = Some(key);

@@ -26,12 +26,11 @@
 //! - An idle connection closes after `KEEPALIVE_TIMEOUT`; one that has begun
 //!   `KEEPALIVE_REQUESTS` requests takes no more and closes once empty.
 
-use super::upstreams::{connect_peer, Peer, UpConn, UPSTREAM};
+use super::upstreams::Peer;
 use super::EventLoop;
 use gearshift_handlers::fastcgi::{abort_record, MuxBackend};
 use gearshift_handlers::stream::streamed::StreamedBody;
 use gearshift_handlers::Service;
-use rustix::event::epoll::{self, EventData, EventFlags};
 use rustix::fd::AsFd;
 use rustix::io::Errno;
 use rustix::net::SendFlags;
@@ -200,23 +199,7 @@ impl EventLoop {
         idle_ms: u64,
         max_begun: u64,
     ) -> rustix::io::Result<usize> {
-        let (fd, done) = connect_peer(&peer)?;
-        let entry = self.ups.conns.vacant_entry();
-        let key = entry.key();
-        let flags = EventFlags::IN | EventFlags::OUT | EventFlags::RDHUP | EventFlags::ET;
-        let token = EventData::new_u64(UPSTREAM | key as u64);
-        epoll::add(&self.epoll, fd.as_fd(), token, flags)?;
-        entry.insert(UpConn {
-            fd,
-            addr: peer.clone(),
-            uses: 0,
-            client: None,
-            connecting: !done,
-            hup: false,
-            idle_until: 0,
-            idle_since: 0,
-            mux: true,
-        });
+        let (key, _) = self.ups.open(&self.epoll, peer.clone(), None)?;
         let set = &mut self.ups.mux;
         set.made += 1;
         set.conns.push(MuxConn {

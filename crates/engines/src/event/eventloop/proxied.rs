@@ -11,12 +11,12 @@
 //! (`request_buffering = false`) goes upstream from here too (`bodyin.rs`).
 
 use super::push::Pushed;
-use super::upstreams::{connect, recv, Job, Peer, Running, UpConn, UPSTREAM};
+use super::upstreams::{recv, Job, Peer, Running};
 use super::EventLoop;
 use gearshift_core::output::Flushed;
 use gearshift_handlers::proxy::{Fed, Retry};
 use gearshift_handlers::Service;
-use rustix::event::epoll::{self, EventData, EventFlags};
+use rustix::event::epoll::EventFlags;
 use rustix::fd::AsFd;
 use rustix::io::Errno;
 
@@ -78,25 +78,7 @@ impl EventLoop {
                     return self.send_request(k, svc);
                 }
             }
-            let made = connect(addr).and_then(|(fd, done)| {
-                let entry = self.ups.conns.vacant_entry();
-                let token = UPSTREAM | entry.key() as u64;
-                let flags = EventFlags::IN | EventFlags::OUT | EventFlags::RDHUP | EventFlags::ET;
-                epoll::add(&self.epoll, fd.as_fd(), EventData::new_u64(token), flags)?;
-                let key = entry.key();
-                entry.insert(UpConn {
-                    fd,
-                    addr: Peer::Tcp(addr),
-                    uses: 1,
-                    client: Some(k),
-                    connecting: !done,
-                    hup: false,
-                    idle_until: 0,
-                    idle_since: 0,
-                    mux: false,
-                });
-                Ok((key, done))
-            });
+            let made = self.ups.open(&self.epoll, Peer::Tcp(addr), Some(k));
             match made {
                 Ok((key, done)) => {
                     ex.conn = Some(key);

@@ -10,7 +10,8 @@ use gearshift_handlers::fastcgi::{FastCgiBackend, FcgiExchange};
 use gearshift_handlers::proxy::LoopExchange;
 use gearshift_handlers::stream::spool::Held;
 use gearshift_handlers::stream::streamed::StreamedBody;
-use rustix::fd::{BorrowedFd, OwnedFd};
+use rustix::event::epoll::{self, EventData, EventFlags};
+use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::io::Errno;
 use rustix::net::{AddressFamily, RecvFlags, SocketAddrUnix, SocketFlags, SocketType};
 use slab::Slab;
@@ -309,6 +310,38 @@ impl Exchanges {
     }
 }
 
+impl Upstreams {
+    /// A new connection to `peer`, registered in the loop's epoll set under `UPSTREAM |
+    /// key`: for client connection `client`'s exchange (one request begun), or with None
+    /// shared by multiplexed FastCGI requests (`fcgi_mux.rs`). Its key, and whether it is
+    /// already connected.
+    pub(super) fn open(
+        &mut self,
+        epoll_fd: &OwnedFd,
+        peer: Peer,
+        client: Option<usize>,
+    ) -> rustix::io::Result<(usize, bool)> {
+        let (fd, done) = connect_peer(&peer)?;
+        let entry = self.conns.vacant_entry();
+        let key = entry.key();
+        let flags = EventFlags::IN | EventFlags::OUT | EventFlags::RDHUP | EventFlags::ET;
+        let token = EventData::new_u64(UPSTREAM | key as u64);
+        epoll::add(epoll_fd, fd.as_fd(), token, flags)?;
+        entry.insert(UpConn {
+            fd,
+            addr: peer,
+            uses: u64::from(client.is_some()),
+            client,
+            connecting: !done,
+            hup: false,
+            idle_until: 0,
+            idle_since: 0,
+            mux: client.is_none(),
+        });
+        Ok((key, done))
+    }
+}
+
 /// Read from a socket of the loop (client or upstream) with recvfrom rather than read(2):
 /// read goes through the VFS layer first (vfs_read, sock_read_iter, the file permission
 /// hook), which perf put at a quarter of a proxied request's read cost.
@@ -318,7 +351,7 @@ pub(super) fn recv(fd: BorrowedFd<'_>, buf: &mut [u8]) -> rustix::io::Result<usi
 
 /// A non-blocking connection to `peer`: the socket and whether it is already connected. A
 /// Unix socket whose backlog is full refuses at once (EAGAIN), as for nginx: 502.
-pub(super) fn connect_peer(peer: &Peer) -> rustix::io::Result<(OwnedFd, bool)> {
+fn connect_peer(peer: &Peer) -> rustix::io::Result<(OwnedFd, bool)> {
     let path = match peer {
         Peer::Tcp(addr) => return connect(*addr),
         Peer::Unix(path) => path,
@@ -333,7 +366,7 @@ pub(super) fn connect_peer(peer: &Peer) -> rustix::io::Result<(OwnedFd, bool)> {
 }
 
 /// A non-blocking connection to `addr`: the socket and whether it is already connected.
-pub(super) fn connect(addr: SocketAddr) -> rustix::io::Result<(OwnedFd, bool)> {
+fn connect(addr: SocketAddr) -> rustix::io::Result<(OwnedFd, bool)> {
     let family = match addr {
         SocketAddr::V4(_) => AddressFamily::INET,
         SocketAddr::V6(_) => AddressFamily::INET6,
